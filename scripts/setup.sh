@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up everything toynet needs on a fresh machine, idempotently:
+#   - Graphviz's `dot` (Debian package) when it is missing,
+#   - a virtual environment in .venv with toynet (editable) and the test/docs tools,
+#   - PyTorch 2.13.0 CPU as an optional test reference, only when a local wheel makes it cheap.
+# Sourced by scripts/main.sh and scripts/test.sh; safe to run again.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if ! command -v dot >/dev/null 2>&1; then
+  echo "[setup] installing Graphviz (dot) from Debian"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq graphviz >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv"
+  "$PY" -m venv .venv
+fi
+# shellcheck disable=SC1091
+. .venv/bin/activate
+
+stamp=.venv/.toynet-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "[setup] installing toynet and its tools into .venv"
+  python -m pip install -q --upgrade pip
+  python -m pip install -q -e ".[test,docs]"
+  touch "$stamp"
+fi
+
+# PyTorch is only a reference for the tests. Take it from a local wheel (--no-index) so a machine
+# without one never downloads gigabytes; without it the comparison tests skip.
+if ! python -c "import torch" >/dev/null 2>&1; then
+  if python -m pip install -q --no-index torch==2.13.0 >/dev/null 2>&1; then
+    echo "[setup] installed PyTorch 2.13.0 (CPU) from a local wheel as a test reference"
+  else
+    echo "[setup] no local PyTorch wheel: tests that compare with PyTorch will skip"
+  fi
+fi

@@ -1,0 +1,38 @@
+"""toynet: a small deep-learning framework for learning how frameworks work inside.
+
+``import toynet as flow`` gives a OneFlow/PyTorch-style API with two designs side by side:
+Eager mode (:class:`Tensor`, define-by-run) and Graph mode (``flow.nn.Graph``, define-and-run).
+"""
+
+from . import backend
+from .backend import (  # noqa: F401
+    Device as device,
+    DType as dtype,
+    bool_ as bool,  # noqa: A001
+    float16, float32, float64, int8, int32, int64, uint8,
+    manual_seed,
+)
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
+from .tensor import (  # noqa: F401
+    Tensor, arange, from_numpy, full, full_like, is_tensor, linspace, ones, ones_like, rand, randint, randn,
+    tensor, zeros, zeros_like,
+)
+from .functional import (  # noqa: F401
+    abs, add, argmax, broadcast_to, cat, clamp, clip, concat, div, exp, flatten, log, log_softmax, matmul,
+    max, maximum, mean, min, minimum, mul, neg, permute, pow, relu, reshape, rsqrt, sigmoid, softmax, sqrt,
+    squeeze, stack, sub, sum, tanh, transpose, unsqueeze, var, where,
+)
+from . import autograd  # noqa: F401,E402
+
+half, float, double, long = float16, float32, float64, int64  # noqa: A001
+
+
+class cuda:  # noqa: N801  (a namespace, as flow.cuda / torch.cuda)
+    """``toynet.cuda.is_available()``: is there a GPU toynet can use (CuPy installed, a GPU present)?"""
+
+    is_available = staticmethod(backend.cuda_is_available)
+
+
+__version__ = "0.1.0"
+
+from . import nn  # noqa: E402,F401

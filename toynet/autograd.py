@@ -1,0 +1,295 @@
+"""Reverse-mode automatic differentiation over the graph Eager mode records as it runs.
+
+Every op applied to a tensor that requires grad leaves a :class:`GradFn` on its result: the op, its
+inputs and attributes. Those records form a DAG from the loss back to the leaves, and :func:`backward`
+walks it **once, in reverse topological order, with an explicit stack**.
+
+Why not the short recursive walk of the seed article (``p.grad += ...; p.backward()`` for each
+parent)? Two reasons:
+
+* **It double-counts.** When a tensor feeds two consumers (``z = y * y`` or a residual block), the
+  recursive walk pushes the *partial* gradient of the first consumer further down before the second
+  consumer has added its share, and then pushes again: everything below a shared node receives its
+  gradient more than once. Walking in topological order first *finishes* the gradient of a node
+  (sums the contributions of all its consumers) and only then propagates it, exactly once.
+* **It overflows the stack.** Python allows about 1,000 nested calls; a 100,000-op chain (an RNN
+  unrolled in time, a long loop) would crash. The walk here is iterative.
+
+The same engine runs in Graph mode: there the tensors are lazy, so each ``vjp`` rule *records*
+backward nodes instead of computing numbers. Symbolic differentiation is this engine run on lazy
+tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterable, Sequence
+
+# Grad mode is one global switch; `apply` reads it on every op, so keep it a plain module attribute.
+_enabled = True
+
+
+class GradFn:
+    """The record of one op application, kept so that backward can run its vjp rule.
+
+    ``inputs`` holds the input tensors (and Python numbers) exactly as the op received them.
+    The output is held weakly (and only by ops whose vjp needs it) so that no reference cycle
+    tensor -> grad_fn -> tensor keeps activations alive.
+    """
+
+    __slots__ = ("op", "inputs", "attrs", "output_ref")
+
+    def __init__(self, op: Any, inputs: tuple, attrs: dict, output_ref: Any):
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.output_ref = output_ref
+
+    @property
+    def name(self) -> str:
+        return "".join(part.capitalize() for part in self.op.name.split("_")) + "Backward"
+
+    @property
+    def next_functions(self) -> tuple:
+        """The grad_fns of this op's inputs (``None`` for leaves and numbers), as in PyTorch."""
+        if self.inputs is None:
+            return ()
+        return tuple(getattr(x, "grad_fn", None) for x in self.inputs)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+# --------------------------------------------------------------------------------------- grad mode
+
+
+class _GradMode:
+    """Context manager and decorator that sets grad mode for a block and restores it after."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.previous: list[bool] = []
+
+    def __enter__(self) -> None:
+        global _enabled
+        self.previous.append(_enabled)
+        _enabled = self.enabled
+
+    def __exit__(self, *exc: Any) -> None:
+        global _enabled
+        _enabled = self.previous.pop()
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _GradMode(self.enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def no_grad() -> _GradMode:
+    """Ops inside ``with toynet.no_grad():`` record nothing (evaluation, optimizer updates)."""
+    return _GradMode(False)
+
+
+def enable_grad() -> _GradMode:
+    return _GradMode(True)
+
+
+def set_grad_enabled(mode: bool) -> _GradMode:
+    """Set grad mode now; usable as a context manager that restores the old mode on exit."""
+    global _enabled
+    manager = _GradMode(mode)
+    manager.previous.append(_enabled)
+    _enabled = mode
+
+    class _Restore:
+        def __enter__(self):
+            return None
+
+        def __exit__(self, *exc):
+            global _enabled
+            _enabled = manager.previous.pop()
+    return _Restore()
+
+
+def is_grad_enabled() -> bool:
+    return _enabled
+
+
+# ----------------------------------------------------------------------------------------- the walk
+
+
+def _reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
+    """All grad_fns reachable from ``roots``, each after every grad_fn that consumes its output.
+
+    Iterative depth-first search: a node is appended once all its inputs' nodes are appended (post
+    order); reversing that list puts consumers before producers, the order backward needs.
+    """
+    order: list[GradFn] = []
+    visited: set[int] = set()
+    stack: list[tuple[GradFn, bool]] = [(fn, False) for fn in roots]
+    while stack:
+        fn, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(fn)
+            continue
+        if id(fn) in visited:
+            continue
+        visited.add(id(fn))
+        stack.append((fn, True))
+        if fn.inputs is None:
+            continue
+        for x in fn.inputs:
+            child = getattr(x, "grad_fn", None)
+            if child is not None and id(child) not in visited:
+                stack.append((child, False))
+    order.reverse()
+    return order
+
+
+def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool,
+                 create_graph: bool, capture: Sequence[Any] | None = None) -> list[Any] | None:
+    """Propagate ``root_grads`` from ``roots`` to the leaves.
+
+    Without ``capture``, gradients are accumulated into the ``.grad`` of every leaf that requires
+    grad (``loss.backward()``). With ``capture`` (a list of tensors), nothing is accumulated; the
+    gradient reaching each captured tensor is returned instead (``toynet.autograd.grad``).
+    """
+    global _enabled
+    grads: dict[int, Any] = {}           # id(grad_fn) -> gradient of that grad_fn's output
+    leaf_grads: dict[int, Any] = {}      # id(leaf tensor) -> gradient, when capturing
+    for root, g in zip(roots, root_grads):
+        if root.grad_fn is None:
+            if capture is not None:
+                leaf_grads[id(root)] = _add(leaf_grads.get(id(root)), g)
+            elif root.requires_grad:
+                _accumulate_leaf(root, g, create_graph)
+            continue
+        key = id(root.grad_fn)
+        grads[key] = _add(grads.get(key), g)
+
+    captured_fns = {id(t.grad_fn): i for i, t in enumerate(capture or ()) if t.grad_fn is not None}
+    results: list[Any] = [None] * len(capture or ())
+
+    previous_mode, _enabled = _enabled, create_graph
+    try:
+        for fn in _reverse_topological_order(root.grad_fn for root in roots if root.grad_fn is not None):
+            grad = grads.pop(id(fn), None)
+            if grad is None:
+                continue  # no path from the roots carries a gradient here
+            if id(fn) in captured_fns:
+                results[captured_fns[id(fn)]] = grad
+            if fn.inputs is None:
+                raise RuntimeError(
+                    "backward through a graph a second time: its saved tensors were freed after the "
+                    "first backward. Pass retain_graph=True to the first backward() to keep them.")
+            output = fn.output_ref() if fn.output_ref is not None else None
+            input_grads = fn.op.vjp(grad, fn.inputs, output, **fn.attrs)
+            for x, g in zip(fn.inputs, input_grads):
+                if g is None or not getattr(x, "requires_grad", False):
+                    continue
+                if g.shape != x.shape:
+                    raise RuntimeError(f"internal error: the vjp of {fn.op.name} returned a gradient of "
+                                       f"shape {tuple(g.shape)} for an input of shape {tuple(x.shape)}")
+                if x.grad_fn is not None:
+                    key = id(x.grad_fn)
+                    grads[key] = _add(grads.get(key), g)
+                elif capture is not None:
+                    leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
+                else:
+                    _accumulate_leaf(x, g, create_graph)
+            if not retain_graph:
+                fn.inputs = None
+                fn.output_ref = None
+    finally:
+        _enabled = previous_mode
+
+    if capture is None:
+        return None
+    for i, t in enumerate(capture):
+        if t.grad_fn is None:
+            results[i] = leaf_grads.get(id(t))
+    return results
+
+
+def _add(total: Any, g: Any) -> Any:
+    return g if total is None else total + g
+
+
+def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool) -> None:
+    if not create_graph and g.grad_fn is not None:
+        g = g.detach()
+    leaf.grad = g if leaf.grad is None else leaf.grad + g
+
+
+def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what: str) -> list[Any]:
+    from .tensor import Tensor, ones_like  # tensor imports this module; import back at call time
+
+    grads = []
+    for i, t in enumerate(tensors):
+        g = None if grad_tensors is None else grad_tensors[i]
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: expected tensors, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError(
+                f"{what}: tensor {i} of shape {tuple(t.shape)} does not require grad and has no grad_fn, "
+                "so there is nothing to differentiate. Create the leaves with requires_grad=True "
+                "(or use nn.Parameter), and don't compute the loss under toynet.no_grad().")
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError(
+                    f"{what}: the tensor has shape {tuple(t.shape)}; without a gradient argument "
+                    "backward() needs a one-element tensor such as a loss. Reduce it first "
+                    "(t.sum() or t.mean()) or pass gradient=toynet.ones_like(t).")
+            g = ones_like(t)
+        elif not isinstance(g, Tensor):
+            g = Tensor(g, dtype=t.dtype, device=t.device)
+        if tuple(g.shape) != tuple(t.shape):
+            raise RuntimeError(f"{what}: gradient of shape {tuple(g.shape)} given for a tensor of shape "
+                               f"{tuple(t.shape)}; they must match")
+        grads.append(g)
+    return grads
+
+
+def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
+             create_graph: bool = False) -> None:
+    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad`` (what ``loss.backward()`` calls)."""
+    tensors = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    if grad_tensors is not None and not isinstance(grad_tensors, (list, tuple)):
+        grad_tensors = [grad_tensors]
+    root_grads = _root_grads(tensors, grad_tensors, "backward")
+    lazy = [t for t in tensors if t.is_lazy]
+    if lazy:
+        from .tensor import current_tracer
+        current_tracer().on_backward(lazy, retain_graph=retain_graph, create_graph=create_graph)
+    run_backward(tensors, root_grads, retain_graph=create_graph if retain_graph is None else retain_graph,
+                 create_graph=create_graph)
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False) -> tuple:
+    """Return d(outputs)/d(inputs) without touching any ``.grad``.
+
+    With ``create_graph=True`` the returned gradients are themselves differentiable, because the vjp
+    rules are written with toynet ops and were recorded like any other computation::
+
+        x = toynet.tensor(2.0, requires_grad=True)
+        y = x ** 3
+        (dy,) = toynet.autograd.grad(y, x, create_graph=True)   # 3 x^2 = 12
+        (d2y,) = toynet.autograd.grad(dy, x)                    # 6 x = 12
+    """
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    single = not isinstance(inputs, (list, tuple))
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is not None and not isinstance(grad_outputs, (list, tuple)):
+        grad_outputs = [grad_outputs]
+    root_grads = _root_grads(outputs, grad_outputs, "autograd.grad")
+    results = run_backward(outputs, root_grads,
+                           retain_graph=create_graph if retain_graph is None else retain_graph,
+                           create_graph=create_graph, capture=inputs)
+    for i, r in enumerate(results):
+        if r is None and not allow_unused:
+            raise RuntimeError(f"autograd.grad: input {i} (shape {tuple(inputs[i].shape)}) was not used to "
+                               "compute the outputs; pass allow_unused=True to get None for it")
+    return tuple(results)

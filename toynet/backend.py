@@ -1,0 +1,373 @@
+"""The array backend: the only module in toynet that imports NumPy or CuPy.
+
+Everything above this layer receives an *array module* ``xp`` (``numpy`` on the CPU, ``cupy`` on an
+NVIDIA GPU) and writes ``xp.exp(a)`` instead of ``numpy.exp(a)``; that is how one op definition runs on
+both devices (DeZero's ``get_array_module`` idea). This module answers three questions:
+
+* which dtypes exist (:class:`DType`: ``toynet.float32`` and friends) and how they map to array dtypes;
+* which devices exist (:class:`Device`) and which array module each one uses;
+* how arrays move between devices (:func:`to_device`, :func:`to_numpy`) and where random numbers come from.
+
+CuPy is imported only when a ``cuda`` device is first asked for, so a CPU-only machine never needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import numpy
+
+# ----------------------------------------------------------------------------------------------- dtypes
+
+
+class DType:
+    """A toynet dtype such as ``toynet.float32``: a name plus the array dtype it stands for."""
+
+    __slots__ = ("name", "array_dtype", "is_floating_point")
+
+    def __init__(self, name: str, array_dtype: Any, is_floating_point: bool):
+        self.name = name
+        self.array_dtype = numpy.dtype(array_dtype)
+        self.is_floating_point = is_floating_point
+
+    @property
+    def itemsize(self) -> int:
+        return self.array_dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"toynet.{self.name}"
+
+    def __reduce__(self):  # keep dtypes singletons under copy/deepcopy
+        return (to_dtype, (self.name,))
+
+
+float16 = DType("float16", numpy.float16, True)
+float32 = DType("float32", numpy.float32, True)
+float64 = DType("float64", numpy.float64, True)
+uint8 = DType("uint8", numpy.uint8, False)
+int8 = DType("int8", numpy.int8, False)
+int32 = DType("int32", numpy.int32, False)
+int64 = DType("int64", numpy.int64, False)
+bool_ = DType("bool", numpy.bool_, False)
+
+ALL_DTYPES = (float16, float32, float64, uint8, int8, int32, int64, bool_)
+DEFAULT_FLOAT = float32
+
+_DTYPE_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_DTYPE_BY_NAME.update({"half": float16, "float": float32, "double": float64, "long": int64, "int": int32})
+# NumPy and CuPy share numpy.dtype objects, so one table serves both array modules.
+_DTYPE_BY_ARRAY_DTYPE = {d.array_dtype: d for d in ALL_DTYPES}
+
+
+def to_dtype(spec: Any) -> DType:
+    """Turn ``toynet.float32``, ``"float32"``, ``numpy.float32`` or ``float`` into a :class:`DType`."""
+    if isinstance(spec, DType):
+        return spec
+    if spec is float:
+        return DEFAULT_FLOAT
+    if spec is int:
+        return int64
+    if spec is bool:
+        return bool_
+    if isinstance(spec, str) and spec in _DTYPE_BY_NAME:
+        return _DTYPE_BY_NAME[spec]
+    try:
+        found = _DTYPE_BY_ARRAY_DTYPE.get(numpy.dtype(spec))
+    except TypeError:
+        found = None
+    if found is None:
+        known = ", ".join(f"toynet.{d.name}" for d in ALL_DTYPES)
+        raise TypeError(f"unknown dtype {spec!r}: toynet supports {known}")
+    return found
+
+
+def dtype_of(array: Any) -> DType:
+    """The toynet dtype of a NumPy/CuPy array."""
+    try:
+        return _DTYPE_BY_ARRAY_DTYPE[array.dtype]
+    except KeyError:
+        known = ", ".join(d.name for d in ALL_DTYPES)
+        raise TypeError(f"arrays of dtype {array.dtype} are not supported; use one of {known}") from None
+
+
+def promote(*items: Any) -> DType:
+    """The dtype NumPy gives when combining these dtypes and Python numbers (numbers are 'weak').
+
+    ``promote(float32, 2.0)`` is float32: a Python number never widens a float32 tensor.
+    """
+    return dtype_of_array_dtype(numpy.result_type(
+        *(i.array_dtype if isinstance(i, DType) else i for i in items)))
+
+
+def dtype_of_array_dtype(array_dtype: Any) -> DType:
+    try:
+        return _DTYPE_BY_ARRAY_DTYPE[numpy.dtype(array_dtype)]
+    except KeyError:
+        known = ", ".join(d.name for d in ALL_DTYPES)
+        raise TypeError(f"arrays of dtype {array_dtype} are not supported; use one of {known}") from None
+
+
+# ---------------------------------------------------------------------------------------- array modules
+
+
+class ArrayModule:
+    """What toynet needs to know about one array library: the module itself and two transfers.
+
+    ``xp`` is the module ops call (``xp.matmul``), ``to_numpy`` copies an array to host memory and
+    ``from_numpy`` copies a host array onto the device.
+    """
+
+    __slots__ = ("name", "xp", "to_numpy", "from_numpy")
+
+    def __init__(self, name: str, xp: Any, to_numpy: Callable, from_numpy: Callable):
+        self.name = name
+        self.xp = xp
+        self.to_numpy = to_numpy
+        self.from_numpy = from_numpy
+
+
+_NUMPY = ArrayModule("numpy", numpy, lambda a: a, lambda a: a)
+_MODULES: dict[str, ArrayModule] = {"cpu": _NUMPY}
+# Device types that load their array module on first use (CuPy is big and often absent).
+_LOADERS: dict[str, Callable[[], ArrayModule]] = {}
+
+
+def register_device_type(device_type: str, loader: Callable[[], ArrayModule]) -> None:
+    """Teach toynet a new device type; ``loader`` builds its :class:`ArrayModule` on first use.
+
+    The test suite uses this to add a strict stand-in for a GPU: an array module that wraps NumPy but
+    refuses implicit conversion to NumPy, as CuPy does.
+    """
+    _LOADERS[device_type] = loader
+    _MODULES.pop(device_type, None)
+
+
+def _load_cupy() -> ArrayModule:
+    try:
+        cupy = importlib.import_module("cupy")
+    except ImportError as e:
+        raise RuntimeError(
+            "device 'cuda' needs CuPy, which is not installed. Install it with "
+            "`pip install 'toynet[cuda]'` (or the cupy-cudaXXx wheel matching your CUDA version), "
+            "or use device='cpu'."
+        ) from e
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # CUDA driver missing or broken
+        raise RuntimeError(
+            f"CuPy is installed but cannot reach an NVIDIA GPU ({type(e).__name__}: {e}). "
+            "Check the NVIDIA driver with `nvidia-smi`, or use device='cpu'."
+        ) from e
+    if count == 0:
+        raise RuntimeError("CuPy is installed but this machine has no NVIDIA GPU; use device='cpu'.")
+    return ArrayModule("cupy", cupy, cupy.asnumpy, cupy.asarray)
+
+
+register_device_type("cuda", _load_cupy)
+
+
+def array_module_for(device_type: str) -> ArrayModule:
+    """The :class:`ArrayModule` of a device type, loading it on first use."""
+    module = _MODULES.get(device_type)
+    if module is None:
+        loader = _LOADERS.get(device_type)
+        if loader is None:
+            known = ", ".join(sorted({"cpu", *_LOADERS}))
+            raise ValueError(f"unknown device type {device_type!r}; known device types: {known}")
+        module = _MODULES[device_type] = loader()
+    return module
+
+
+def cuda_is_available() -> bool:
+    """True when CuPy imports and sees at least one GPU; never raises."""
+    try:
+        array_module_for("cuda")
+    except RuntimeError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------- devices
+
+
+class Device:
+    """Where a tensor lives: ``device("cpu")``, ``device("cuda")``, ``device("cuda:1")``.
+
+    Constructing a device is cheap and checks only the spelling; the array module (and with it CuPy)
+    is loaded the first time a tensor is actually put on the device.
+    """
+
+    __slots__ = ("type", "index", "_xp")
+
+    def __init__(self, spec: "str | Device" = "cpu", index: int | None = None):
+        self._xp = None
+        if isinstance(spec, Device):
+            self.type, self.index = spec.type, spec.index
+            return
+        if not isinstance(spec, str):
+            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
+        type_, _, idx = spec.partition(":")
+        if idx:
+            if not idx.isdigit():
+                raise ValueError(f"invalid device {spec!r}: the index after ':' must be a number")
+            if index is not None and int(idx) != index:
+                raise ValueError(f"device {spec!r} given together with a different index={index}")
+            index = int(idx)
+        if type_ != "cpu" and type_ not in _LOADERS:
+            known = ", ".join(sorted({"cpu", *_LOADERS}))
+            raise ValueError(f"unknown device type {type_!r} in {spec!r}; known device types: {known}")
+        self.type = type_
+        self.index = 0 if index is None else index
+
+    @property
+    def array_module(self) -> ArrayModule:
+        return array_module_for(self.type)
+
+    @property
+    def xp(self) -> Any:
+        """The array module (``numpy`` or ``cupy``) that holds this device's arrays."""
+        xp = self._xp
+        if xp is None:  # first use: load the array module (and with it CuPy) now
+            xp = self._xp = array_module_for(self.type).xp
+        return xp
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = Device(other)
+        return isinstance(other, Device) and self.type == other.type and self.index == other.index
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return "cpu" if self.type == "cpu" else f"{self.type}:{self.index}"
+
+
+CPU = Device("cpu")
+
+
+def to_device_obj(spec: Any) -> Device:
+    """Accept a :class:`Device`, a string, or ``None`` (the CPU)."""
+    if spec is None:
+        return CPU
+    if isinstance(spec, Device):
+        return spec
+    return Device(spec)
+
+
+# ------------------------------------------------------------------------------------------- transfers
+
+
+def to_numpy(array: Any, device: Device) -> numpy.ndarray:
+    """Copy (if needed) a device array to host memory as a NumPy array."""
+    return device.array_module.to_numpy(array)
+
+
+def from_host(data: Any, device: Device, dtype: DType | None = None) -> Any:
+    """Make a device array from host data (a NumPy array, a number, nested lists)."""
+    host = numpy.asarray(data, dtype=None if dtype is None else dtype.array_dtype)
+    return device.array_module.from_numpy(host)
+
+
+def to_device(array: Any, src: Device, dst: Device) -> Any:
+    """Move an array from device ``src`` to device ``dst`` (through host memory if the types differ)."""
+    if src == dst:
+        return array
+    if src.type == dst.type:
+        # Two GPUs: let the array module copy; toynet has no multi-GPU tests, so keep it simple.
+        return dst.array_module.from_numpy(src.array_module.to_numpy(array))
+    return dst.array_module.from_numpy(src.array_module.to_numpy(array))
+
+
+def is_array(obj: Any) -> bool:
+    """True for a NumPy array or an array of any loaded array module."""
+    if isinstance(obj, numpy.ndarray):
+        return True
+    return any(type(obj).__module__.startswith(m.xp.__name__) and hasattr(obj, "shape")
+               for m in _MODULES.values() if m is not _NUMPY)
+
+
+def is_host_scalar(obj: Any) -> bool:
+    """Python and NumPy scalars (not arrays)."""
+    return isinstance(obj, (int, float, bool, numpy.number, numpy.bool_))
+
+
+def host_scalar(value: Any) -> int | float | bool:
+    """Turn a NumPy scalar into the Python number it holds (Python numbers pass through)."""
+    return value.item() if isinstance(value, (numpy.number, numpy.bool_)) else value
+
+
+# ------------------------------------------------------------------------------------------------ random
+
+# One host generator for all devices: random tensors are drawn on the host and copied to the device,
+# so `manual_seed(0)` gives the same numbers on the CPU and on a GPU.
+_generator = numpy.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> None:
+    """Make every random draw in toynet (init, randn, dropout, shuffling) reproducible."""
+    global _generator
+    _generator = numpy.random.default_rng(seed)
+
+
+def generator() -> numpy.random.Generator:
+    return _generator
+
+
+def random_normal(shape: tuple, dtype: DType, device: Device) -> Any:
+    return device.array_module.from_numpy(_generator.standard_normal(shape, dtype=numpy.float64)
+                                          .astype(dtype.array_dtype))
+
+
+def random_uniform(shape: tuple, low: float, high: float, dtype: DType, device: Device) -> Any:
+    return device.array_module.from_numpy(_generator.uniform(low, high, shape).astype(dtype.array_dtype))
+
+
+def random_integers(low: int, high: int, shape: tuple, dtype: DType, device: Device) -> Any:
+    return device.array_module.from_numpy(_generator.integers(low, high, shape).astype(dtype.array_dtype))
+
+
+def random_permutation(n: int) -> numpy.ndarray:
+    return _generator.permutation(n)
+
+
+def bernoulli_mask(shape: tuple, keep: float, dtype: DType, device: Device) -> Any:
+    """A mask of 1/keep (kept) and 0 (dropped) entries, as dropout uses."""
+    mask = (_generator.random(shape) < keep).astype(dtype.array_dtype)
+    mask *= dtype.array_dtype.type(1.0 / keep)
+    return device.array_module.from_numpy(mask)
+
+
+def get_rng_state() -> dict:
+    return _generator.bit_generator.state
+
+
+def set_rng_state(state: dict) -> None:
+    _generator.bit_generator.state = state
+
+
+# ---------------------------------------------------------------------------------------------- printing
+
+
+def format_array(host: numpy.ndarray, indent: int) -> str:
+    """Print a host array the way PyTorch and OneFlow do: 4 decimals (scientific notation when the
+    magnitudes differ widely), ``, `` separators, summarised beyond 1000 elements, continuation lines
+    indented by ``indent`` spaces."""
+    return numpy.array2string(host, precision=4, floatmode="fixed", separator=", ", prefix=" " * indent,
+                              threshold=1000, edgeitems=3, max_line_width=80)
+
+
+def index_result_shape(shape: tuple, index: tuple, tensor_metas: list, marker: Any) -> tuple:
+    """The shape ``array[index]`` would have, found without data: index a zero-strided dummy.
+
+    ``marker`` items in ``index`` stand for integer index arrays of the shapes in ``tensor_metas``.
+    Raises ``IndexError`` for an index the shape cannot take.
+    """
+    dummy = numpy.broadcast_to(numpy.empty((), dtype=numpy.int8), shape)
+    arrays = iter([numpy.zeros(s, dtype=d.array_dtype) for s, d in tensor_metas])
+    resolved = tuple(next(arrays) if item == marker else item for item in index)
+    return dummy[resolved].shape

@@ -1,0 +1,7 @@
+"""Neural-network building blocks: ``Module``, ``Parameter``, layers, losses, initialisation, and
+``nn.Graph`` (Graph mode)."""
+
+from .module import Module  # noqa: F401
+from .parameter import Parameter  # noqa: F401
+from . import functional, init  # noqa: F401
+from .modules import *  # noqa: F401,F403

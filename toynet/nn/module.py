@@ -1,0 +1,327 @@
+"""``nn.Module``: a container that registers parameters, buffers and submodules by attribute name.
+
+Assigning ``self.fc = nn.Linear(3, 1)`` inside ``__init__`` registers a submodule; assigning an
+``nn.Parameter`` registers a parameter; ``register_buffer`` registers state that is saved but not
+trained (BatchNorm's running statistics). Everything else (``parameters()``, ``state_dict()``,
+``to(device)``, ``train()``/``eval()``, the printed tree) walks those three registries.
+
+Calling a module runs ``forward``. While an ``nn.Graph`` is tracing, the call is reported to the tracer
+first, which is how the graph learns each module's inputs and outputs for ``print(graph)``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Iterator
+
+import importlib
+
+from .. import backend
+from ..tensor import Tensor
+from .parameter import Parameter
+
+
+# The module, not the `toynet.tensor()` function that shadows its name in the package namespace.
+_tensor = importlib.import_module("toynet.tensor")
+
+
+class Module:
+    """Base class of every layer and model. Subclasses call ``super().__init__()`` and define ``forward``."""
+
+    training: bool
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _tensor._tracer is not None:
+            return _tensor._tracer.call_module(self, args, kwargs)
+        return self.forward(*args, **kwargs)
+
+    # ---------------------------------------------------------------------------- registration
+
+    def _registries(self) -> tuple[dict, dict, dict]:
+        try:
+            return self.__dict__["_parameters"], self.__dict__["_buffers"], self.__dict__["_modules"]
+        except KeyError:
+            raise AttributeError(f"cannot assign parameters or submodules before {type(self).__name__}"
+                                 ".__init__() has called super().__init__()") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, (Parameter, Module)) or name in self.__dict__.get("_parameters", ()) \
+                or name in self.__dict__.get("_modules", ()) or name in self.__dict__.get("_buffers", ()):
+            params, buffers, modules = self._registries()
+            for registry in (params, buffers, modules):
+                registry.pop(name, None)
+            self.__dict__.pop(name, None)
+            if isinstance(value, Parameter):
+                params[name] = value
+            elif isinstance(value, Module):
+                modules[name] = value
+            elif name in buffers or isinstance(value, Tensor) or value is None:
+                if value is not None and not isinstance(value, Tensor):
+                    raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (a Tensor or None)")
+                buffers[name] = value
+            else:
+                object.__setattr__(self, name, value)
+            return
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: look in the registries.
+        d = self.__dict__
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if registry in d and name in d[registry]:
+                return d[registry][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if name in self.__dict__.get(registry, {}):
+                del self.__dict__[registry][name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        self._check_name(name)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter({name!r}): expected an nn.Parameter, got {type(param).__name__}")
+        self._registries()[0][name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Register state that belongs to the module but is not trained (saved unless not persistent)."""
+        self._check_name(name)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer({name!r}): expected a Tensor, got {type(tensor).__name__}")
+        self._registries()[1][name] = tensor
+        if not persistent:
+            self.__dict__["_non_persistent"].add(name)
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        self._check_name(name)
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._registries()[2][name] = module
+
+    register_module = add_module
+
+    def _check_name(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise KeyError(f"module attribute name must be a non-empty string, got {name!r}")
+        if "." in name:
+            raise KeyError(f"module attribute name can't contain \".\", got: {name}")
+
+    # ------------------------------------------------------------------------------- traversal
+
+    def named_modules(self, prefix: str = "", memo: set | None = None) -> Iterator[tuple[str, "Module"]]:
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self) -> Iterator["Module"]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        for name, child in self._modules.items():
+            if child is not None:
+                yield name, child
+
+    def children(self) -> Iterator["Module"]:
+        for _, child in self.named_children():
+            yield child
+
+    def _named_members(self, registry: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Tensor]]:
+        seen: set[int] = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
+            for name, value in module.__dict__[registry].items():
+                if value is None or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                yield (f"{module_prefix}.{name}" if module_prefix else name), value
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """Each parameter once (a shared parameter is listed under its first name)."""
+        yield from self._named_members("_parameters", prefix, recurse)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        yield from self._named_members("_buffers", prefix, recurse)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # ------------------------------------------------------------------------------ state dict
+
+    def state_dict(self, destination: dict | None = None, prefix: str = "", keep_vars: bool = False) -> "OrderedDict":
+        """Every parameter and persistent buffer by dotted name (``"0.weight"``), detached."""
+        out = OrderedDict() if destination is None else destination
+        for name, p in self._parameters.items():
+            if p is not None:
+                out[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent:
+                out[prefix + name] = b if keep_vars else b.detach()
+        for name, child in self._modules.items():
+            if child is not None:
+                child.state_dict(out, prefix + name + ".", keep_vars)
+        return out
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True) -> tuple[list, list]:
+        """Copy values into this module's parameters and buffers by name.
+
+        Everything is checked before anything is copied, so a mismatch leaves the module unchanged.
+        With ``strict``, missing and unexpected keys are errors; shape mismatches always are.
+        Returns ``(missing_keys, unexpected_keys)``.
+        """
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"load_state_dict expects a dict of tensors, got {type(state_dict).__name__}")
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        problems = []
+        if strict and missing:
+            problems.append("missing keys: " + ", ".join(repr(k) for k in missing))
+        if strict and unexpected:
+            problems.append("unexpected keys: " + ", ".join(repr(k) for k in unexpected))
+        for key, target in own.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            if not isinstance(value, Tensor):
+                try:
+                    value = Tensor(value)
+                except Exception:
+                    problems.append(f"{key!r} holds a {type(value).__name__}, not a tensor")
+                    continue
+            if tuple(value.shape) != tuple(target.shape):
+                problems.append(f"size mismatch for {key!r}: the checkpoint has shape {tuple(value.shape)}, "
+                                f"this model has {tuple(target.shape)}")
+        if problems:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n  "
+                               + "\n  ".join(problems))
+        from ..autograd import no_grad
+        with no_grad():
+            for key, target in own.items():
+                if key in state_dict:
+                    value = state_dict[key]
+                    value = value if isinstance(value, Tensor) else Tensor(value)
+                    target.copy_(value.to(target.device))
+        return missing, unexpected
+
+    # ------------------------------------------------------------------------------- modes etc.
+
+    def train(self, mode: bool = True) -> "Module":
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parameters():
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+    def apply(self, fn: Callable[["Module"], None]) -> "Module":
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def _convert(self, convert: Callable[[Tensor], Tensor]) -> "Module":
+        """Replace every parameter's and buffer's data in place, keeping the tensor objects (optimizers
+        hold references to the parameters)."""
+        for module in self.modules():
+            for registry in (module._parameters, module._buffers):
+                for t in registry.values():
+                    if t is not None:
+                        moved = convert(t.detach())
+                        t.array, t.device = moved.array, moved.device
+                        if t.grad is not None:
+                            g = convert(t.grad)
+                            t.grad = g
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> "Module":
+        """Move (``"cuda"``) and/or cast (``toynet.float64``) every parameter and buffer, in place.
+        Integer buffers keep their dtype."""
+        def convert(t: Tensor) -> Tensor:
+            if not t.dtype.is_floating_point:
+                device = kwargs.get("device") or next((a for a in args if not _is_dtype(a)), None)
+                return t.to(device) if device is not None else t
+            return t.to(*args, **kwargs)
+        return self._convert(convert)
+
+    def cpu(self) -> "Module":
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> "Module":
+        return self.to(backend.Device("cuda", index))
+
+    def float(self) -> "Module":
+        return self.to(backend.float32)
+
+    def double(self) -> "Module":
+        return self.to(backend.float64)
+
+    # ---------------------------------------------------------------------------------- printing
+
+    def extra_repr(self) -> str:
+        """The settings shown in parentheses after the class name; layers override it."""
+        return ""
+
+    def _shallow_repr(self) -> str:
+        return f"{type(self).__name__}({self.extra_repr()})"
+
+    def __repr__(self) -> str:
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        for name, child in self._modules.items():
+            child_repr = repr(child).replace("\n", "\n  ")
+            lines.append(f"({name}): {child_repr}")
+        if not self._modules:
+            return f"{type(self).__name__}({extra})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+
+
+def _is_dtype(a: Any) -> bool:
+    if isinstance(a, backend.DType) or a in (float, int, bool):
+        return True
+    if isinstance(a, str):
+        try:
+            backend.to_dtype(a)
+            return True
+        except TypeError:
+            return False
+    return False

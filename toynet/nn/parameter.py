@@ -1,0 +1,36 @@
+"""``nn.Parameter``: a tensor that a module trains. Assigning one to a module attribute registers it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A leaf tensor with ``requires_grad=True`` that ``Module.parameters()`` finds.
+
+    ``nn.Parameter(toynet.randn(3, 4))`` shares the array of the tensor it wraps.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data: Any = None, requires_grad: bool = True):
+        if data is None:
+            raise TypeError("Parameter() needs a tensor, e.g. nn.Parameter(toynet.zeros(3))")
+        if not isinstance(data, Tensor):
+            data = Tensor(data)
+        if data.is_lazy:
+            raise RuntimeError("cannot make a Parameter from a lazy tensor inside nn.Graph.build(); create "
+                               "parameters in the module's __init__")
+        self.array = data.array
+        self.node = None
+        self.device = data.device
+        self.grad = None
+        self.grad_fn = None
+        self.name = None
+        self.requires_grad = False
+        self.requires_grad_(requires_grad)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()

@@ -1,0 +1,235 @@
+"""Reductions (sum, mean, var, max, argmax) and the normalisations built on them (softmax).
+
+A reduction's vjp spreads the output gradient back over the reduced dimensions: reshape it to the
+"keepdim" shape, then broadcast it to the input's shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import backend
+from ._op import Op, ShapeError, full_reduction, register, require_float, shape_of
+
+
+def reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
+    if keepdim:
+        return tuple(1 if i in dims else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in dims)
+
+
+def spread(grad: Any, shape: tuple, dims: tuple, keepdim: bool) -> Any:
+    """Broadcast the gradient of a reduction back to the input's ``shape``."""
+    if not keepdim:
+        grad = grad.reshape(reduced_shape(shape, dims, keepdim=True))
+    return grad.expand(*shape)
+
+
+def count(shape: tuple, dims: tuple) -> int:
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
+
+
+class Reduction(Op):
+    def infer(self, a, dim=(), keepdim=False, **attrs):
+        shape = shape_of(a)
+        for d in dim:
+            if not 0 <= d < max(len(shape), 1):
+                raise ShapeError(f"{self.name}: dim {d} is out of range for shape {shape}")
+        return reduced_shape(shape, dim, keepdim), self.out_dtype(a)
+
+    def out_dtype(self, a):
+        return a.dtype
+
+
+@register
+class Sum(Reduction):
+    """Sum over ``dim``; every input element gets the output's gradient."""
+
+    name = "sum"
+
+    def forward(self, xp, a, dim=(), keepdim=False, out=None):
+        return full_reduction(xp, xp.sum(a, axis=dim, keepdims=keepdim, out=out))
+
+    def out_dtype(self, a):
+        return a.dtype if a.dtype.is_floating_point else backend.int64
+
+    def vjp(self, grad, inputs, output, dim=(), keepdim=False):
+        return (spread(grad, inputs[0].shape, dim, keepdim),)
+
+
+@register
+class Mean(Reduction):
+    """Mean over ``dim``; every input element gets 1/n of the output's gradient."""
+
+    name = "mean"
+
+    def forward(self, xp, a, dim=(), keepdim=False, out=None):
+        return full_reduction(xp, xp.mean(a, axis=dim, keepdims=keepdim, out=out))
+
+    def infer(self, a, dim=(), keepdim=False):
+        require_float(self.name, a)
+        return super().infer(a, dim=dim, keepdim=keepdim)
+
+    def vjp(self, grad, inputs, output, dim=(), keepdim=False):
+        shape = inputs[0].shape
+        return (spread(grad * (1.0 / count(shape, dim)), shape, dim, keepdim),)
+
+
+@register
+class Var(Reduction):
+    """Variance over ``dim`` (``unbiased`` divides by n-1); d/da = 2 (a - mean) / (n - ddof)."""
+
+    name = "var"
+
+    def forward(self, xp, a, dim=(), keepdim=False, unbiased=True):
+        return full_reduction(xp, xp.var(a, axis=dim, keepdims=keepdim, ddof=1 if unbiased else 0))
+
+    def infer(self, a, dim=(), keepdim=False, unbiased=True):
+        require_float(self.name, a)
+        return super().infer(a, dim=dim, keepdim=keepdim)
+
+    def vjp(self, grad, inputs, output, dim=(), keepdim=False, unbiased=True):
+        a = inputs[0]
+        n = count(a.shape, dim) - (1 if unbiased else 0)
+        centered = a - a.mean(dim, keepdim=True)
+        return (spread(grad, a.shape, dim, keepdim) * centered * (2.0 / n),)
+
+
+@register
+class Amax(Reduction):
+    """Largest element over ``dim``; the gradient goes to the maximal elements (split evenly on ties)."""
+
+    name = "amax"
+    saves_output = True
+
+    def forward(self, xp, a, dim=(), keepdim=False, out=None):
+        return full_reduction(xp, xp.amax(a, axis=dim, keepdims=keepdim, out=out))
+
+    def vjp(self, grad, inputs, output, dim=(), keepdim=False):
+        a = inputs[0]
+        is_max = a == spread(output, a.shape, dim, keepdim)
+        ties = is_max.sum(dim, keepdim=True).to(grad.dtype)
+        return (spread(grad, a.shape, dim, keepdim) * is_max / ties,)
+
+
+@register
+class Argmax(Op):
+    """Index of the largest element along ``dim`` (int64, no gradient)."""
+
+    name = "argmax"
+
+    def forward(self, xp, a, dim=0, keepdim=False):
+        result = full_reduction(xp, xp.argmax(a, axis=dim))
+        return xp.expand_dims(result, dim) if keepdim else result
+
+    def infer(self, a, dim=0, keepdim=False):
+        return reduced_shape(shape_of(a), (dim,), keepdim), backend.int64
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return (None,)
+
+
+class _BoolReduction(Op):
+    def infer(self, a, **attrs):
+        return (), backend.bool_
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return (None,)
+
+
+@register
+class Any_(_BoolReduction):
+    """True if any element is nonzero."""
+
+    name = "any"
+
+    def forward(self, xp, a):
+        return full_reduction(xp, xp.any(a))
+
+
+@register
+class All(_BoolReduction):
+    """True if every element is nonzero."""
+
+    name = "all"
+
+    def forward(self, xp, a):
+        return full_reduction(xp, xp.all(a))
+
+
+@register
+class SumTo(Op):
+    """Sum ``a`` down to ``shape``: the inverse of broadcasting, and so the vjp of every broadcast.
+
+    Leading dimensions that broadcasting added are summed away; dimensions of size 1 in ``shape``
+    are summed with keepdim.
+    """
+
+    name = "sum_to"
+
+    def forward(self, xp, a, shape=(), out=None):
+        lead = a.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and a.shape[lead + i] != 1)
+        result = xp.sum(a, axis=axes, keepdims=True) if axes else a
+        if lead:
+            result = result.reshape(shape)
+        if out is not None:
+            out[...] = result
+            return out
+        return result
+
+    def infer(self, a, shape=()):
+        src = shape_of(a)
+        lead = len(src) - len(shape)
+        if lead < 0 or any(d not in (1, s) for d, s in zip(shape, src[lead:])):
+            raise ShapeError(f"sum_to: cannot sum shape {src} down to {shape}")
+        return tuple(shape), a.dtype
+
+    def vjp(self, grad, inputs, output, shape=()):
+        return (grad.expand(*inputs[0].shape),)
+
+
+@register
+class Softmax(Op):
+    """``exp(a) / sum(exp(a))`` along ``dim``, shifted by the max so exp never overflows;
+    vjp: s * (g - sum(g * s))."""
+
+    name = "softmax"
+    saves_output = True
+
+    def forward(self, xp, a, dim=-1):
+        shifted = a - xp.max(a, axis=dim, keepdims=True)
+        e = xp.exp(shifted, out=shifted)
+        e /= xp.sum(e, axis=dim, keepdims=True)
+        return e
+
+    def infer(self, a, dim=-1):
+        require_float(self.name, a)
+        return shape_of(a), a.dtype
+
+    def vjp(self, grad, inputs, output, dim=-1):
+        return (output * (grad - (grad * output).sum(dim, keepdim=True)),)
+
+
+@register
+class LogSoftmax(Op):
+    """``a - log(sum(exp(a)))`` along ``dim``, computed stably; vjp: g - softmax(a) * sum(g)."""
+
+    name = "log_softmax"
+    saves_output = True
+
+    def forward(self, xp, a, dim=-1):
+        shifted = a - xp.max(a, axis=dim, keepdims=True)
+        log_total = xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
+        shifted -= log_total
+        return shifted
+
+    def infer(self, a, dim=-1):
+        require_float(self.name, a)
+        return shape_of(a), a.dtype
+
+    def vjp(self, grad, inputs, output, dim=-1):
+        return (grad - output.exp() * grad.sum(dim, keepdim=True),)

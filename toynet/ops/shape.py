@@ -1,0 +1,194 @@
+"""Ops that move elements around without arithmetic: reshape, permute, broadcast, index, concatenate.
+
+Their vjps move the gradient back the same way: reshape back, permute by the inverse permutation,
+sum over broadcast dimensions, scatter into zeros, slice the concatenation apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import backend
+from ._op import Op, ShapeError, register, shape_of
+
+#: In an ``index`` attribute, marks the place of a tensor index, which is passed as an extra input.
+TENSOR_INDEX = "<tensor>"
+
+
+@register
+class Reshape(Op):
+    """Same elements, new shape (a view when the layout allows)."""
+
+    name = "reshape"
+
+    def forward(self, xp, a, shape=()):
+        return xp.reshape(a, shape)
+
+    def infer(self, a, shape=()):
+        old = shape_of(a)
+        n_old = n_new = 1
+        for d in old:
+            n_old *= d
+        for d in shape:
+            n_new *= d
+        if n_old != n_new:
+            raise ShapeError(f"reshape: cannot reshape shape {old} ({n_old} elements) into {tuple(shape)} "
+                             f"({n_new} elements)")
+        return tuple(shape), a.dtype
+
+    def vjp(self, grad, inputs, output, shape=()):
+        return (grad.reshape(inputs[0].shape),)
+
+
+@register
+class Permute(Op):
+    """Reorder dimensions (``transpose``, ``permute``, ``.T``)."""
+
+    name = "permute"
+
+    def forward(self, xp, a, dims=()):
+        return xp.transpose(a, dims)
+
+    def infer(self, a, dims=()):
+        shape = shape_of(a)
+        if sorted(dims) != list(range(len(shape))):
+            raise ShapeError(f"permute: {dims} is not a permutation of the {len(shape)} dimensions of {shape}")
+        return tuple(shape[d] for d in dims), a.dtype
+
+    def vjp(self, grad, inputs, output, dims=()):
+        inverse = [0] * len(dims)
+        for i, d in enumerate(dims):
+            inverse[d] = i
+        return (grad.permute(*inverse),)
+
+
+@register
+class BroadcastTo(Op):
+    """Repeat along dimensions of size 1 (and new leading ones) without copying (``expand``)."""
+
+    name = "broadcast_to"
+
+    def forward(self, xp, a, shape=()):
+        return xp.broadcast_to(a, shape)
+
+    def infer(self, a, shape=()):
+        src = shape_of(a)
+        lead = len(shape) - len(src)
+        if lead < 0 or any(s not in (1, d) for s, d in zip(src, shape[lead:])):
+            raise ShapeError(f"expand: cannot broadcast shape {src} to {tuple(shape)}: each dimension must "
+                             f"match or be 1")
+        return tuple(shape), a.dtype
+
+    def vjp(self, grad, inputs, output, shape=()):
+        return (grad.sum_to(inputs[0].shape),)
+
+
+def _resolve_index(xp: Any, index: tuple, tensors: tuple) -> tuple:
+    """Put the tensor-index arrays back into the places marked in ``index``."""
+    it = iter(tensors)
+    return tuple(next(it) if item == TENSOR_INDEX else item for item in index)
+
+
+@register
+class GetItem(Op):
+    """``a[index]``: basic indexing (ints, slices, None, ...) in the ``index`` attribute; integer or
+    bool tensor indices come in as extra inputs (marked by ``TENSOR_INDEX`` in ``index``)."""
+
+    name = "getitem"
+
+    @property
+    def nondifferentiable(self):  # every input after the first is an index
+        return tuple(range(1, 64))
+
+    def forward(self, xp, a, *index_arrays, index=()):
+        return a[_resolve_index(xp, index, index_arrays)]
+
+    def infer(self, a, *index_tensors, index=()):
+        if any(t.dtype is backend.bool_ for t in index_tensors):
+            raise ShapeError("getitem: indexing with a bool mask gives a shape that depends on the data, "
+                             "which a traced graph cannot know; use toynet.where(mask, x, 0) instead")
+        try:
+            shape = backend.index_result_shape(shape_of(a), index, [(tuple(t.shape), t.dtype)
+                                                                    for t in index_tensors], TENSOR_INDEX)
+        except IndexError as e:
+            raise ShapeError(f"getitem: index {index} does not fit shape {shape_of(a)}: {e}") from None
+        return shape, a.dtype
+
+    def vjp(self, grad, inputs, output, index=()):
+        from ..tensor import apply
+        a, *index_tensors = inputs
+        return (apply(GetItemGrad, grad, *index_tensors, index=index, shape=tuple(a.shape)),) + \
+            (None,) * len(index_tensors)
+
+
+@register
+class GetItemGrad(Op):
+    """The vjp of ``getitem``: zeros of the input's shape with the gradient added at ``index``
+    (added, not assigned, so an element picked twice gets both contributions)."""
+
+    name = "getitem_grad"
+
+    @property
+    def nondifferentiable(self):
+        return tuple(range(1, 64))
+
+    def forward(self, xp, grad, *index_arrays, index=(), shape=()):
+        result = xp.zeros(shape, dtype=grad.dtype)
+        if index_arrays:
+            resolved = []
+            for item in _resolve_index(xp, index, index_arrays):
+                if hasattr(item, "dtype") and item.dtype == bool:
+                    resolved.extend(xp.nonzero(item))  # ufunc.at wants integer indices
+                else:
+                    resolved.append(item)
+            xp.add.at(result, tuple(resolved), grad)
+        else:
+            result[index] = grad  # basic indexing never picks an element twice
+        return result
+
+    def infer(self, grad, *index_tensors, index=(), shape=()):
+        return tuple(shape), grad.dtype
+
+    def vjp(self, grad, inputs, output, index=(), shape=()):
+        from ..tensor import apply
+        _, *index_tensors = inputs
+        return (apply(GetItem, grad, *index_tensors, index=index),) + (None,) * len(index_tensors)
+
+
+@register
+class Cat(Op):
+    """Concatenate along ``dim``; the gradient is cut back into the pieces."""
+
+    name = "cat"
+
+    def forward(self, xp, *arrays, dim=0):
+        return xp.concatenate(arrays, axis=dim)
+
+    def infer(self, *inputs, dim=0):
+        if not inputs:
+            raise ShapeError("cat: needs at least one tensor")
+        first = shape_of(inputs[0])
+        if not 0 <= dim < len(first):
+            raise ShapeError(f"cat: dim {dim} is out of range for shape {first}")
+        total = 0
+        for x in inputs:
+            s = shape_of(x)
+            if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != dim):
+                shapes = ", ".join(str(shape_of(t)) for t in inputs)
+                raise ShapeError(f"cat: shapes {shapes} differ outside dimension {dim}; all dimensions but "
+                                 f"the one joined must match")
+            total += s[dim]
+        dtype = backend.promote(*(x.dtype for x in inputs))
+        return first[:dim] + (total,) + first[dim + 1:], dtype
+
+    def vjp(self, grad, inputs, output, dim=0):
+        grads, start = [], 0
+        for x in inputs:
+            size = x.shape[dim]
+            if getattr(x, "requires_grad", False):
+                grads.append(grad[(slice(None),) * dim + (slice(start, start + size),)])
+            else:
+                grads.append(None)
+            start += size
+        return tuple(grads)
+

@@ -1,0 +1,56 @@
+"""How tensors print: values like PyTorch/OneFlow (``tensor([[-0.3298, ...]], dtype=toynet.float32)``)
+and, for lazy tensors and nn.Graph printouts, meta only (``tensor(..., is_lazy='True', size=(2, 3), ...)``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import backend
+
+
+def _suffixes(t: Any, lazy_meta: bool) -> list[str]:
+    parts = []
+    if t.device.type != "cpu":
+        parts.append(f"device='{t.device}'")
+    if lazy_meta:
+        if t.is_lazy:
+            parts.append("is_lazy='True'")
+        parts.append(f"size={tuple(t.shape)}")
+    parts.append(f"dtype={t.dtype!r}")
+    if t.grad_fn is not None:
+        parts.append(f"grad_fn={t.grad_fn!r}")
+    elif t.requires_grad:
+        parts.append("requires_grad=True")
+    return parts
+
+
+def _join(head: str, parts: list[str], linewidth: int | None) -> str:
+    """Join ``head`` and suffixes with ", ", wrapping to a new line indented by 7 spaces (as OneFlow
+    does) when a line would pass ``linewidth``."""
+    text = head
+    line_len = len(head)
+    for part in parts:
+        if linewidth is not None and line_len + len(part) + 2 > linewidth:
+            text += ",\n" + " " * 7 + part
+            line_len = 7 + len(part)
+        else:
+            text += ", " + part
+            line_len += len(part) + 2
+    return text + ")"
+
+
+def meta_repr(t: Any, linewidth: int | None = 80) -> str:
+    """``tensor(..., is_lazy='True', size=(64, 3, 32, 32), dtype=toynet.float32)``: what nn.Graph prints."""
+    return _join("tensor(...", _suffixes(t, lazy_meta=True), linewidth)
+
+
+def tensor_repr(t: Any) -> str:
+    if t.is_lazy:
+        return meta_repr(t, linewidth=None)
+    host = t.numpy()
+    body = backend.format_array(host, indent=len("tensor("))
+    parts = _suffixes(t, lazy_meta=False)
+    if host.size == 0:
+        parts.insert(0, f"size={tuple(t.shape)}")
+    return "tensor(" + body + ", " + ", ".join(parts) + ")"
