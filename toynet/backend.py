@@ -18,6 +18,11 @@ from typing import Any, Callable
 
 import numpy
 
+#: The host array module. Files, images and data sets live in host memory, so code that reads or writes
+#: them (datasets, transforms, serialization) works on host arrays through this name; ops never do:
+#: they receive the device's array module ``xp``.
+host = numpy
+
 # ----------------------------------------------------------------------------------------------- dtypes
 
 
