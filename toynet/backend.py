@@ -288,6 +288,19 @@ def to_device(array: Any, src: Device, dst: Device) -> Any:
     return dst.array_module.from_numpy(src.array_module.to_numpy(array))
 
 
+def array_module_of_xp(xp: Any) -> ArrayModule:
+    """The :class:`ArrayModule` whose ``xp`` is ``xp`` (ops receive only ``xp``)."""
+    for module in _MODULES.values():
+        if module.xp is xp:
+            return module
+    raise ValueError(f"{getattr(xp, '__name__', xp)!r} is not a loaded array module")
+
+
+def host_to_xp(xp: Any, host_array: numpy.ndarray) -> Any:
+    """Copy a host array into the array module ``xp`` (random ops draw on the host, then copy)."""
+    return array_module_of_xp(xp).from_numpy(host_array)
+
+
 def is_array(obj: Any) -> bool:
     """True for a NumPy array or an array of any loaded array module."""
     if isinstance(obj, numpy.ndarray):
@@ -340,11 +353,12 @@ def random_permutation(n: int) -> numpy.ndarray:
     return _generator.permutation(n)
 
 
-def bernoulli_mask(shape: tuple, keep: float, dtype: DType, device: Device) -> Any:
-    """A mask of 1/keep (kept) and 0 (dropped) entries, as dropout uses."""
+def bernoulli_mask(xp: Any, shape: tuple, keep: float, dtype: DType) -> Any:
+    """A mask of 1/keep (kept, with probability ``keep``) and 0 (dropped) entries, as dropout uses,
+    drawn from toynet's one generator and copied into the array module ``xp``."""
     mask = (_generator.random(shape) < keep).astype(dtype.array_dtype)
     mask *= dtype.array_dtype.type(1.0 / keep)
-    return device.array_module.from_numpy(mask)
+    return host_to_xp(xp, mask)
 
 
 def get_rng_state() -> dict:
