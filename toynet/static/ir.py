@@ -1,0 +1,224 @@
+"""The static design's data structures: :class:`Node` and :class:`Graph`.
+
+A static graph is a program written down before it runs. Each :class:`Node` is one value the program
+computes: an op applied to earlier nodes, or a value that comes from outside (an input of the call,
+a piece of *state* such as a parameter, or a constant). The :class:`Graph` keeps the nodes in an order
+where every node comes after its inputs, plus three lists that give the program its interface:
+
+* ``inputs``: what each call passes in (``x``, ``y``);
+* ``outputs``: what each call returns;
+* ``updates``: the new value of each piece of state after a call (a training step's new weights,
+  momentum buffers, BatchNorm running statistics, the train-step counter).
+
+It prints as text, one node a line, like a jaxpr or a torch.fx graph::
+
+    %model.0-linear-0 : f32[20, 1] = linear(%x, %model.0.weight, %model.0.bias)   # poly.py:41 in forward
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+from ..backend import Device, DType
+
+#: Where in a training step a node belongs.
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+PHASES = (FORWARD, BACKWARD, OPTIMIZER)
+
+#: What a node is. Only "op" nodes compute; the others are given values before the plan runs.
+INPUT, STATE, CONSTANT, OP = "input", "state", "constant", "op"
+
+
+class Node:
+    """One value of a static graph.
+
+    Attributes:
+        name: unique within the graph; op nodes are named ``<module path>-<op>-<k>`` as OneFlow does.
+        kind: ``"input"``, ``"state"``, ``"constant"`` or ``"op"``.
+        op: the :class:`toynet.ops.Op` (op nodes only), the very object Eager mode runs.
+        inputs: the op's arguments: other nodes, or Python numbers kept as literals.
+        attrs: the op's attributes (``dim=1``, ``stride=(2, 2)``...).
+        shape, dtype, device: what the value will be, known without computing it (shape rules).
+        phase: ``"forward"``, ``"backward"`` or ``"optimizer"``.
+        scope: the module path the op was traced in (``"model.features.0.0"``), ``""`` at graph level.
+        source: where in the user's code the op came from (``"train.py:12 in forward: y = self.fc(x)"``).
+        state_name / state_kind: for state nodes, the name in ``graph.state_dict()`` and whether it is a
+            ``"parameter"``, ``"buffer"``, ``"optimizer"`` slot or ``"system"`` value (the train step).
+        value: for constant nodes, the array.
+    """
+
+    __slots__ = ("name", "kind", "op", "inputs", "attrs", "shape", "dtype", "device", "phase", "scope",
+                 "source", "state_name", "state_kind", "value", "requires_grad")
+
+    def __init__(self, name: str, kind: str, shape: tuple, dtype: DType, device: Device, *, op: Any = None,
+                 inputs: tuple = (), attrs: dict | None = None, phase: str = FORWARD, scope: str = "",
+                 source: str = "", state_name: str = "", state_kind: str = "", value: Any = None,
+                 requires_grad: bool = False):
+        self.name = name
+        self.kind = kind
+        self.op = op
+        self.inputs = tuple(inputs)
+        self.attrs = dict(attrs or {})
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = device
+        self.phase = phase
+        self.scope = scope
+        self.source = source
+        self.state_name = state_name
+        self.state_kind = state_kind
+        self.value = value
+        self.requires_grad = requires_grad
+
+    @property
+    def input_nodes(self) -> list["Node"]:
+        """The inputs that are nodes (not literal numbers)."""
+        return [x for x in self.inputs if isinstance(x, Node)]
+
+    @property
+    def op_name(self) -> str:
+        return self.op.name if self.op is not None else self.kind
+
+    def type_str(self) -> str:
+        """``f32[20, 3]``: dtype and shape, as the text form shows them."""
+        return f"{short_dtype(self.dtype)}[{', '.join(str(d) for d in self.shape)}]"
+
+    def __repr__(self) -> str:
+        return f"<Node %{self.name} : {self.type_str()} {self.kind}{' ' + self.op_name if self.op else ''}>"
+
+
+_SHORT_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32",
+                 "int8": "i8", "uint8": "u8", "bool": "bool"}
+
+
+def short_dtype(dtype: DType) -> str:
+    return _SHORT_DTYPES.get(dtype.name, dtype.name)
+
+
+def format_arg(x: Any) -> str:
+    return f"%{x.name}" if isinstance(x, Node) else repr(x)
+
+
+class Graph:
+    """A traced program: nodes in dependency order plus its inputs, outputs and state updates."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.nodes: list[Node] = []
+        self.inputs: list[Node] = []
+        self.outputs: list[Node] = []
+        #: How to rebuild build()'s return value from ``outputs`` (see toynet.static.trace).
+        self.output_structure: Any = None
+        #: State name -> the node whose value becomes that state's value after a call.
+        self.updates: dict[str, Node] = {}
+        self._names: set[str] = set()
+
+    # ------------------------------------------------------------------------------ building
+
+    def unique_name(self, base: str) -> str:
+        name, k = base, 1
+        while name in self._names:
+            name = f"{base}_{k}"
+            k += 1
+        self._names.add(name)
+        return name
+
+    def add(self, node: Node) -> Node:
+        node.name = self.unique_name(node.name)
+        self.nodes.append(node)
+        return node
+
+    # ------------------------------------------------------------------------------- queries
+
+    @property
+    def states(self) -> list[Node]:
+        return [n for n in self.nodes if n.kind == STATE]
+
+    def state(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.kind == STATE and n.state_name == name:
+                return n
+        raise KeyError(f"graph {self.name} has no state named {name!r}")
+
+    @property
+    def op_nodes(self) -> list[Node]:
+        return [n for n in self.nodes if n.kind == OP]
+
+    def users(self) -> dict[int, list[Node]]:
+        """id(node) -> the op nodes that read it."""
+        result: dict[int, list[Node]] = {id(n): [] for n in self.nodes}
+        for n in self.nodes:
+            for x in n.input_nodes:
+                result[id(x)].append(n)
+        return result
+
+    def roots(self) -> list[Node]:
+        """The nodes the program must produce: outputs and state updates."""
+        return list(self.outputs) + list(self.updates.values())
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def count_ops(self, phases: Iterable[str] = PHASES) -> int:
+        phases = set(phases)
+        return sum(1 for n in self.nodes if n.kind == OP and n.phase in phases)
+
+    # ------------------------------------------------------------------------------- copying
+
+    def copy(self) -> "Graph":
+        """A graph with fresh Node objects (so a pass can rewrite it while the original stays)."""
+        clone = Graph(self.name)
+        mapping: dict[int, Node] = {}
+        for n in self.nodes:
+            m = Node(n.name, n.kind, n.shape, n.dtype, n.device, op=n.op,
+                     inputs=tuple(mapping[id(x)] if isinstance(x, Node) else x for x in n.inputs),
+                     attrs=n.attrs, phase=n.phase, scope=n.scope, source=n.source, state_name=n.state_name,
+                     state_kind=n.state_kind, value=n.value, requires_grad=n.requires_grad)
+            mapping[id(n)] = m
+            clone.nodes.append(m)
+        clone._names = set(self._names)
+        clone.inputs = [mapping[id(n)] for n in self.inputs]
+        clone.outputs = [mapping[id(n)] for n in self.outputs]
+        clone.output_structure = self.output_structure
+        clone.updates = {k: mapping[id(v)] for k, v in self.updates.items()}
+        return clone
+
+    # ------------------------------------------------------------------------------- printing
+
+    def format(self, show_source: bool = False, phases: Iterable[str] = PHASES) -> str:
+        """The program as text: inputs, state, constants, then one op a line, then outputs and updates."""
+        phases = set(phases)
+        head = ", ".join(f"%{n.name}: {n.type_str()}" for n in self.inputs)
+        lines = [f"graph {self.name}({head}) {{"]
+        for n in self.nodes:
+            if n.kind == STATE:
+                lines.append(f"  %{n.name} : {n.type_str()} = {n.state_kind or 'state'}()")
+            elif n.kind == CONSTANT:
+                lines.append(f"  %{n.name} : {n.type_str()} = constant()")
+        current_phase = None
+        for n in self.nodes:
+            if n.kind != OP or n.phase not in phases:
+                continue
+            if n.phase != current_phase:
+                current_phase = n.phase
+                lines.append(f"  # {current_phase}")
+            args = ", ".join(format_arg(x) for x in n.inputs)
+            label = n.op.describe(**n.attrs)
+            line = f"  %{n.name} : {n.type_str()} = {label}({args})"
+            if show_source and n.source:
+                line += f"    # {n.source}"
+            lines.append(line)
+        lines.append("  return " + ", ".join(f"%{n.name}" for n in self.outputs))
+        for state_name, n in self.updates.items():
+            lines.append(f"  update {state_name} <- %{n.name}")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name}: {len(self.inputs)} inputs, {self.count_ops()} ops, {len(self.outputs)} outputs>"
