@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+import strict_xp
 import toynet as flow
 
-DEVICES = ["cpu"]
+# "strict" is a stand-in GPU (tests/strict_xp.py): NumPy underneath, but its arrays refuse implicit
+# conversion to NumPy as CuPy's do, so a stray `numpy` call on device data fails here as on a GPU.
+flow.backend.register_device_type("strict", strict_xp.array_module)
+
+DEVICES = ["cpu", "strict"]
 
 
 @pytest.fixture(params=DEVICES)
