@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from toynet.toy import dynamic, static
+from toynet.toy import static
 from toynet.toy.dynamic import Tensor
 
 X, Y, LR, STEPS = 1, 2, 0.01, 100
@@ -193,7 +193,7 @@ def test_static_and_dynamic_topological_agree():
 
 
 def test_static_each_node_passes_its_gradient_once(fresh_default_graph):
-    x, y, w, b, loss = static_fit()
+    _x, _y, w, b, loss = static_fit()
     static.SGD(fresh_default_graph, loss, LR).get_grad()
     assert all(not n.waiting_for_forward for n in fresh_default_graph.nodes)
     assert all(not n.waiting_for_backward for n in fresh_default_graph.nodes)
@@ -205,7 +205,7 @@ def test_static_each_node_passes_its_gradient_once(fresh_default_graph):
 def test_static_explicit_graph_keeps_models_apart(fresh_default_graph):
     g1, g2 = static.Graph(), static.Graph()
     *_, w1, _, loss1 = static_fit(g1)
-    *_, w2, _, loss2 = static_fit(g2, w0=-1)
+    *_, w2, _, _loss2 = static_fit(g2, w0=-1)
     assert fresh_default_graph.nodes == []  # nothing leaked into the default graph
     assert all(n.graph is g1 for n in g1.nodes) and len(g1.nodes) == 9
     opt1 = static.SGD(g1, loss1, LR)
@@ -217,7 +217,7 @@ def test_static_explicit_graph_keeps_models_apart(fresh_default_graph):
 
 def test_static_single_default_graph_limitation(fresh_default_graph):
     *_, loss1 = static_fit()
-    *_, loss2 = static_fit()  # a second model, silently in the same default graph
+    *_, _loss2 = static_fit()  # a second model, silently in the same default graph
     assert len(fresh_default_graph.nodes) == 18
     optimizer = static.SGD(static.default_graph, loss1, LR)
     optimizer.zero_grad()

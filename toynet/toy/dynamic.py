@@ -39,7 +39,7 @@ Two ways to walk the graph backwards are here, side by side:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 class Tensor:
@@ -53,18 +53,18 @@ class Tensor:
         self.grad_fns = grad_fns      # grad_fns[i](grad of self) = share of parents[i]
         self.requires_grad = requires_grad
 
-    def _result(self, other: "Tensor", value: float, grad_self: Callable, grad_other: Callable) -> "Tensor":
+    def _result(self, other: Tensor, value: float, grad_self: Callable, grad_other: Callable) -> Tensor:
         other = other if isinstance(other, Tensor) else Tensor(other, requires_grad=False)
         return Tensor(value, [self, other], [grad_self, grad_other], self.requires_grad or other.requires_grad)
 
     # Each op saves the values it needs *now*, so a later weight update cannot change the derivative.
-    def __add__(self, other: "Tensor") -> "Tensor":       # d(a+b)/da = 1, d(a+b)/db = 1
+    def __add__(self, other: Tensor) -> Tensor:       # d(a+b)/da = 1, d(a+b)/db = 1
         return self._result(other, self.value + _value(other), lambda g: g, lambda g: g)
 
-    def __sub__(self, other: "Tensor") -> "Tensor":       # d(a-b)/da = 1, d(a-b)/db = -1
+    def __sub__(self, other: Tensor) -> Tensor:       # d(a-b)/da = 1, d(a-b)/db = -1
         return self._result(other, self.value - _value(other), lambda g: g, lambda g: -g)
 
-    def __mul__(self, other: "Tensor") -> "Tensor":       # d(a*b)/da = b, d(a*b)/db = a
+    def __mul__(self, other: Tensor) -> Tensor:       # d(a*b)/da = b, d(a*b)/db = a
         a, b = self.value, _value(other)
         return self._result(other, a * b, lambda g: g * b, lambda g: g * a)
 
@@ -116,5 +116,5 @@ class Tensor:
         return f"Tensor(value={self.value}, grad={self.grad})"
 
 
-def _value(x: "Tensor | float") -> float:
+def _value(x: Tensor | float) -> float:
     return x.value if isinstance(x, Tensor) else x

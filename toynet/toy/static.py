@@ -37,7 +37,7 @@ class Graph:
     def __init__(self):
         self.nodes: list[Node] = []
 
-    def add_nodes(self, node: "Node") -> None:
+    def add_nodes(self, node: Node) -> None:
         self.nodes.append(node)
 
     def zero_grad(self) -> None:
@@ -57,7 +57,7 @@ default_graph = Graph()
 class Node:
     """One value of the computation. Subclasses say how to compute it and how to differentiate it."""
 
-    def __init__(self, *parents: "Node", graph: Graph | None = None):
+    def __init__(self, *parents: Node, graph: Graph | None = None):
         self.value = None
         self.grad = None
         self.parents = parents
@@ -100,7 +100,7 @@ class Node:
     def backward_single(self) -> None:
         """Add ``self.grad * d(self)/d(parent)`` to each parent's gradient (``self.grad`` is complete)."""
 
-    def _give(self, parent: "Node", share: float) -> None:
+    def _give(self, parent: Node, share: float) -> None:
         parent.grad = (parent.grad or 0) + share
 
     def zero_grad(self) -> None:
