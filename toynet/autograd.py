@@ -159,6 +159,10 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     global _enabled
     grads: dict[int, Any] = {}           # id(grad_fn) -> gradient of that grad_fn's output
     leaf_grads: dict[int, Any] = {}      # id(leaf tensor) -> gradient, when capturing
+    # id(grad_fn) -> its output tensor, for ops whose vjp reads the output (exp, softmax...). GradFn holds
+    # the output only weakly, and the consumer that kept it alive may already have been freed below, so
+    # hold it strongly here from the moment a gradient for it is known until its vjp has run.
+    outputs: dict[int, Any] = {}
     for root, g in zip(roots, root_grads):
         if root.grad_fn is None:
             if capture is not None:
@@ -168,6 +172,8 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
             continue
         key = id(root.grad_fn)
         grads[key] = _add(grads.get(key), g)
+        if root.grad_fn.output_ref is not None:
+            outputs[key] = root
 
     captured_fns = {id(t.grad_fn): i for i, t in enumerate(capture or ()) if t.grad_fn is not None}
     results: list[Any] = [None] * len(capture or ())
@@ -184,7 +190,7 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                 raise RuntimeError(
                     "backward through a graph a second time: its saved tensors were freed after the "
                     "first backward. Pass retain_graph=True to the first backward() to keep them.")
-            output = fn.output_ref() if fn.output_ref is not None else None
+            output = outputs.pop(id(fn), None) if fn.output_ref is not None else None
             input_grads = fn.op.vjp(grad, fn.inputs, output, **fn.attrs)
             for x, g in zip(fn.inputs, input_grads):
                 if g is None or not getattr(x, "requires_grad", False):
@@ -195,6 +201,8 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                 if x.grad_fn is not None:
                     key = id(x.grad_fn)
                     grads[key] = _add(grads.get(key), g)
+                    if x.grad_fn.output_ref is not None:
+                        outputs[key] = x
                 elif capture is not None:
                     leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
                 else:

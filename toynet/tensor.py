@@ -554,13 +554,13 @@ class Tensor:
     # --------------------------------------------------------------------------- reductions
 
     def sum(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return apply(OPS["sum"], self, dim=op_base.normalize_dims("sum", dim, self.ndim), keepdim=keepdim)
+        return apply(OPS["sum"], self, dim=_reduced_dims("sum", dim, self.ndim), keepdim=keepdim)
 
     def mean(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return apply(OPS["mean"], self, dim=op_base.normalize_dims("mean", dim, self.ndim), keepdim=keepdim)
+        return apply(OPS["mean"], self, dim=_reduced_dims("mean", dim, self.ndim), keepdim=keepdim)
 
     def var(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
-        return apply(OPS["var"], self, dim=op_base.normalize_dims("var", dim, self.ndim),
+        return apply(OPS["var"], self, dim=_reduced_dims("var", dim, self.ndim),
                      unbiased=unbiased, keepdim=keepdim)
 
     def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
@@ -581,10 +581,10 @@ class Tensor:
         if dim is None:
             return -((-self).max())
         values, indices = (-self).max(dim, keepdim)
-        return _MinMax(-values, (-self).argmax(dim, keepdim))
+        return _MinMax(-values, indices)
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return apply(OPS["amax"], self, dim=op_base.normalize_dims("amax", dim, self.ndim), keepdim=keepdim)
+        return apply(OPS["amax"], self, dim=_reduced_dims("amax", dim, self.ndim), keepdim=keepdim)
 
     def argmax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
         if dim is None:
@@ -741,6 +741,9 @@ class Tensor:
 class _MinMax(tuple):
     """``(values, indices)`` with names, as ``tensor.max(dim)`` returns in PyTorch."""
 
+    def __new__(cls, values: Tensor, indices: Tensor) -> "_MinMax":
+        return super().__new__(cls, (values, indices))
+
     @property
     def values(self) -> Tensor:
         return self[0]
@@ -752,6 +755,12 @@ class _MinMax(tuple):
 
 _ADD, _SUB, _MUL, _DIV, _NEG, _POW, _MATMUL, _RESHAPE, _PERMUTE = (
     OPS[n] for n in ("add", "sub", "mul", "div", "neg", "pow", "matmul", "reshape", "permute"))
+
+
+def _reduced_dims(op: str, dim: Any, ndim: int) -> tuple[int, ...]:
+    """The dimensions a reduction runs over; a 0-d tensor has none (``dim=0`` or ``-1`` means itself)."""
+    dims = op_base.normalize_dims(op, dim, ndim)
+    return () if ndim == 0 else dims
 
 
 def _is_float_data(data: Any) -> bool:

@@ -128,7 +128,7 @@ class Pow(Elementwise):
     name = "pow"
 
     def forward(self, xp, a, b, out=None):
-        if b == 2 and not hasattr(b, "shape"):
+        if not hasattr(b, "shape") and b == 2:  # test for an array first: `array == 2` has no truth value
             return xp.square(a, out=out)  # the common case, and much faster than a general power
         return xp.power(a, b, out=out)
 
