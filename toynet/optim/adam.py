@@ -1,0 +1,74 @@
+"""Adam (Kingma & Ba, 2015) with PyTorch's semantics: L2 weight decay, bias correction, optional AMSGrad."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .. import backend
+from ..tensor import Tensor, zeros, zeros_like
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    r"""Adaptive moment estimation.
+
+    Each parameter keeps running averages of its gradient (``exp_avg``, *m*) and squared gradient
+    (``exp_avg_sq``, *v*), and a step count *t*::
+
+        g = g + λ·p                                   (weight decay, if λ != 0)
+        t = t + 1
+        m = β1·m + (1 - β1)·g
+        v = β2·v + (1 - β2)·g²
+        v̂ = max(v̂, v) if amsgrad else v
+        p = p - lr/(1 - β1^t) · m / (sqrt(v̂)/sqrt(1 - β2^t) + eps)
+
+    The averages start at zero, so early on they are biased towards zero; dividing by ``1 - β^t``
+    corrects that. *t* is a 0-d float32 tensor, so ``β1 ** t`` is a tensor op and the same rule runs on
+    the lazy tensors of Graph mode.
+    """
+
+    slot_names = {"step": "step", "exp_avg": "m", "exp_avg_sq": "v", "max_exp_avg_sq": "max_v"}
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad))
+
+    def _validate(self, hyper: dict) -> None:
+        super()._validate(hyper)
+        betas = hyper.get("betas", (0.9, 0.999))
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        for i, beta in enumerate(betas):
+            if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta < 1.0:
+                raise ValueError(f"invalid beta parameter at index {i}: {beta!r} (it must be in [0, 1))")
+        for name in ("eps", "weight_decay"):
+            value = hyper.get(name, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+            if value < 0:
+                raise ValueError(f"invalid {name}={value}: it must be >= 0")
+
+    def init_state(self, param: Tensor) -> dict[str, Tensor]:
+        state = {"step": zeros((), dtype=backend.float32, device=param.device),
+                 "exp_avg": zeros_like(param),
+                 "exp_avg_sq": zeros_like(param)}
+        if self.group_of(param)["amsgrad"]:
+            state["max_exp_avg_sq"] = zeros_like(param)
+        return state
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict, lr: Any) -> tuple[Tensor, dict]:
+        beta1, beta2 = group["betas"]
+        if group["weight_decay"] != 0:
+            grad = grad + group["weight_decay"] * param
+        step = state["step"] + 1
+        exp_avg = beta1 * state["exp_avg"] + (1 - beta1) * grad
+        exp_avg_sq = beta2 * state["exp_avg_sq"] + (1 - beta2) * (grad * grad)
+        new_state = {"step": step, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+        second_moment = exp_avg_sq
+        if group["amsgrad"]:
+            second_moment = new_state["max_exp_avg_sq"] = state["max_exp_avg_sq"].maximum(exp_avg_sq)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        denom = second_moment.sqrt() / bias_correction2.sqrt() + group["eps"]
+        return param - (lr / bias_correction1) * (exp_avg / denom), new_state

@@ -1,0 +1,285 @@
+"""The :class:`Optimizer` base class: parameter groups, per-parameter state, and an all-or-nothing step.
+
+An optimizer turns gradients into new parameter values. Every optimizer in toynet writes its maths
+*once*, in the pure method :meth:`Optimizer.update`::
+
+    new_param, new_state = optimizer.update(param, grad, state, group, lr)
+
+``update`` uses toynet tensor operations only and changes nothing: it returns new tensors. That one rule
+then runs two ways, like the op definitions do:
+
+* **Eager mode**: :meth:`Optimizer.step` calls it on every parameter that has a gradient, under
+  ``no_grad``, and commits the results;
+* **Graph mode**: ``nn.Graph`` calls the very same method on *lazy* tensors while tracing, which appends
+  the update nodes to the training graph (``lr`` is then a lazy 0-d tensor, which is why the rules write
+  ``lr * x`` and never branch on the value of ``lr``).
+
+Per-parameter state (momentum buffers, Adam's moments) lives in :attr:`Optimizer.state`, a dict keyed by
+the parameter object; each value is a dict of tensors ("slots") that :meth:`Optimizer.init_state` creates.
+
+:meth:`Optimizer.step` first computes *every* update and only then writes any of them, so an error part
+way (a gradient of the wrong shape, a device mismatch) leaves all parameters and all state as they were.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from .. import autograd
+from ..tensor import Tensor, zeros_like
+
+
+class Optimizer:
+    """Base class of toynet's optimizers (:class:`~toynet.optim.SGD`, :class:`~toynet.optim.Adam`).
+
+    ``params`` is an iterable of parameters, or of dicts (*parameter groups*) such as
+    ``{"params": model.head.parameters(), "lr": 0.1}``; a group's missing hyper-parameters come from
+    ``defaults``. ``optimizer.param_groups[i]["lr"] = 0.01`` changes the learning rate from the next step.
+    """
+
+    #: State slot name -> the suffix OneFlow gives that slot in ``graph.state_dict()``
+    #: (Graph mode names a parameter's slot ``"<param path>-<suffix>"``, e.g. ``"linear.weight-momentum"``).
+    slot_names: dict[str, str] = {}
+
+    def __init__(self, params: Iterable[Any], defaults: dict):
+        if isinstance(params, Tensor):
+            raise TypeError("params must be an iterable of tensors (e.g. model.parameters()), got a single "
+                            "Tensor; wrap it in a list: [tensor]")
+        self.defaults = dict(defaults)
+        self._validate(self.defaults)
+        self.param_groups: list[dict] = []
+        self.state: dict[Tensor, dict[str, Tensor]] = {}
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list; pass model.parameters() of a model that "
+                             "has parameters")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # ------------------------------------------------------------------ what subclasses write
+
+    def _validate(self, hyper: dict) -> None:
+        """Raise ``ValueError`` for impossible hyper-parameters (negative lr...); subclasses extend it."""
+        lr = hyper.get("lr")
+        if lr is not None:
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)):
+                raise TypeError(f"lr must be a number, got {type(lr).__name__}")
+            if lr < 0:
+                raise ValueError(f"invalid learning rate lr={lr}: it must be >= 0")
+
+    def init_state(self, param: Tensor) -> dict[str, Tensor]:
+        """The fresh state slots of one parameter (before its first step)."""
+        return {}
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict, lr: Any) -> tuple[Tensor, dict]:
+        """Pure update rule: ``(new_param, new_state)`` from toynet tensors, mutating nothing."""
+        raise NotImplementedError(f"{type(self).__name__} must implement update()")
+
+    # ----------------------------------------------------------------------------- groups
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters with its own hyper-parameters (fine-tuning a new head, say)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"a parameter group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
+        params = group.get("params")
+        if params is None:
+            raise ValueError("a parameter group needs a 'params' entry")
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"an optimizer can only optimize tensors, got {type(p).__name__}")
+            if p.is_lazy:
+                raise TypeError("cannot optimize a lazy tensor: build the optimizer from the module's "
+                                "parameters outside nn.Graph.build()")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf tensor (it was computed from other tensors); "
+                                 "optimize the leaf parameters it came from")
+            if not p.dtype.is_floating_point:
+                raise TypeError(f"can only optimize floating-point tensors, got {p.dtype}")
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError("a parameter group lists the same parameter twice")
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in existing for p in params):
+            raise ValueError("some parameters appear in more than one parameter group; each parameter may "
+                             "belong to one group only")
+        for name, default in self.defaults.items():
+            if name not in group:
+                if default is _REQUIRED:
+                    raise ValueError(f"parameter group didn't specify a value of required option {name!r}")
+                group[name] = default
+        group["params"] = params
+        self._validate(group)
+        self.param_groups.append(group)
+
+    def group_of(self, param: Tensor) -> dict:
+        """The parameter group that holds ``param`` (init_state reads its hyper-parameters)."""
+        for group in self.param_groups:
+            if any(p is param for p in group["params"]):
+                return group
+        raise KeyError("this tensor is not one of the optimizer's parameters")
+
+    # ----------------------------------------------------------------------------- eager step
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the gradients of every parameter (set them to ``None``, or to zeros)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad = zeros_like(p.grad)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient, in Eager mode; all or nothing.
+
+        ``closure`` (optional) re-computes the loss with gradients on and returns it; ``step`` returns it.
+        """
+        loss = None
+        if closure is not None:
+            with autograd.enable_grad():
+                loss = closure()
+        updates = []
+        with autograd.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    _check_grad(p, p.grad)
+                    state = self.state.get(p) or self.init_state(p)
+                    new_param, new_state = self.update(p.detach(), p.grad.detach(), state, group, group["lr"])
+                    if tuple(new_param.shape) != tuple(p.shape) or new_param.dtype is not p.dtype:
+                        raise RuntimeError(f"internal error: {type(self).__name__}.update returned "
+                                           f"{tuple(new_param.shape)} {new_param.dtype} for a parameter of "
+                                           f"{tuple(p.shape)} {p.dtype}")
+                    updates.append((p, new_param, new_state))
+        for p, new_param, new_state in updates:  # commit: nothing below can fail
+            p.array = new_param.array
+            self.state[p] = new_state
+        return loss
+
+    # ----------------------------------------------------------------------------- state dict
+
+    def state_dict(self) -> dict:
+        """PyTorch's format: ``{"state": {index: {slot: tensor}}, "param_groups": [{..., "params": [index]}]}``.
+
+        Parameters are numbered in order across groups; the tensors are the state itself (not copies),
+        which is safe because updates replace state tensors instead of writing into them.
+        """
+        index_of: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            indices = []
+            for p in group["params"]:
+                index_of.setdefault(id(p), len(index_of))
+                indices.append(index_of[id(p)])
+            groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": indices})
+        state = {index_of[id(p)]: dict(slots) for p, slots in self.state.items()
+                 if slots and id(p) in index_of}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore hyper-parameters and state saved by :meth:`state_dict`.
+
+        Everything is checked first (group count and sizes, slot names, shapes); if anything is wrong,
+        an error says what, and the optimizer is left unchanged.
+        """
+        if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
+            raise ValueError("an optimizer state dict is a dict with exactly the keys 'state' and "
+                             f"'param_groups'; got {_describe(state_dict)}")
+        saved_groups = state_dict["param_groups"]
+        if not isinstance(saved_groups, (list, tuple)) or len(saved_groups) != len(self.param_groups):
+            count = len(saved_groups) if isinstance(saved_groups, (list, tuple)) else _describe(saved_groups)
+            raise ValueError(f"loaded state dict has {count} parameter groups, this optimizer has "
+                             f"{len(self.param_groups)}")
+        param_of: dict[int, Tensor] = {}
+        new_groups = []
+        for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
+            indices = saved.get("params") if isinstance(saved, dict) else None
+            if not isinstance(indices, (list, tuple)) or len(indices) != len(group["params"]):
+                raise ValueError(f"loaded state dict's parameter group {i} has "
+                                 f"{len(indices) if isinstance(indices, (list, tuple)) else 'no'} parameters, "
+                                 f"this optimizer's group {i} has {len(group['params'])}")
+            param_of.update({int(k): p for k, p in zip(indices, group["params"])})
+            new_group = {**group, **{k: v for k, v in saved.items() if k != "params"}}
+            try:
+                self._validate(new_group)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"loaded state dict's parameter group {i}: {error}") from error
+            new_groups.append(new_group)
+
+        saved_state = state_dict["state"]
+        if not isinstance(saved_state, dict):
+            raise ValueError(f"the 'state' entry must be a dict, got {_describe(saved_state)}")
+        new_state: dict[Tensor, dict] = {}
+        for key, slots in saved_state.items():
+            p = param_of.get(int(key)) if isinstance(key, (int, str)) and str(key).isdigit() else None
+            if p is None:
+                raise ValueError(f"loaded state dict has state for parameter {key!r}, which none of its "
+                                 f"parameter groups lists")
+            new_state[p] = self._checked_slots(key, p, slots)
+
+        for group, new_group in zip(self.param_groups, new_groups):  # commit: nothing below can fail
+            group.clear()
+            group.update(new_group)
+        self.state = new_state
+
+    def _checked_slots(self, key: Any, param: Tensor, slots: Any) -> dict[str, Tensor]:
+        """The saved slots of one parameter, checked against fresh ones and moved to the parameter's device."""
+        expected = self.init_state(param)
+        if not isinstance(slots, dict) or set(slots) != set(expected):
+            got = sorted(slots) if isinstance(slots, dict) else _describe(slots)
+            raise ValueError(f"state of parameter {key}: expected slots {sorted(expected)}, got {got} "
+                             f"(was it saved by a {type(self).__name__} with the same settings?)")
+        checked = {}
+        for name, fresh in expected.items():
+            value = slots[name]
+            if not isinstance(value, Tensor):
+                raise ValueError(f"state of parameter {key}: slot {name!r} holds {_describe(value)}, "
+                                 "not a tensor")
+            if tuple(value.shape) != tuple(fresh.shape):
+                raise ValueError(f"state of parameter {key}: slot {name!r} has shape {tuple(value.shape)}, "
+                                 f"the parameter needs {tuple(fresh.shape)}")
+            checked[name] = value.detach().to(device=fresh.device, dtype=fresh.dtype)
+        return checked
+
+    # ----------------------------------------------------------------------------- printing
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
+        return "\n".join(lines + [")"])
+
+
+class _Required:
+    """Marks a hyper-parameter with no default (every group must give it)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+_REQUIRED = _Required()
+
+
+def _check_grad(param: Tensor, grad: Any) -> None:
+    if not isinstance(grad, Tensor):
+        raise TypeError(f"the gradient of a parameter of shape {tuple(param.shape)} is a "
+                        f"{type(grad).__name__}, not a tensor")
+    if tuple(grad.shape) != tuple(param.shape):
+        raise ValueError(f"a parameter of shape {tuple(param.shape)} has a gradient of shape "
+                         f"{tuple(grad.shape)}; they must match (was .grad assigned by hand?)")
+    if grad.dtype is not param.dtype:
+        raise TypeError(f"a {param.dtype} parameter has a {grad.dtype} gradient; they must match")
+    if grad.device != param.device:
+        raise ValueError(f"a parameter on {param.device} has its gradient on {grad.device}; move the "
+                         f"gradient (or the parameter) so both are on the same device")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"a dict with keys {sorted(map(str, value))}"
+    return f"a {type(value).__name__}"

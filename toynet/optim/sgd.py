@@ -1,0 +1,70 @@
+"""Stochastic gradient descent, with PyTorch's momentum, dampening, Nesterov and weight decay."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..tensor import Tensor, zeros, zeros_like
+from .optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    r"""Gradient descent, optionally with momentum.
+
+    With gradient :math:`g`, weight decay :math:`\lambda`, momentum :math:`\mu` and dampening :math:`\tau`::
+
+        d = g + λ·p                       (weight decay, if λ != 0)
+        b = μ·b + (1 - τ)·d               (momentum buffer, if μ != 0; the first step sets b = d)
+        d = d + μ·b  if nesterov else b
+        p = p - lr·d
+
+    >>> opt = SGD(model.parameters(), lr=0.1, momentum=0.9)   # doctest: +SKIP
+    """
+
+    slot_names = {"momentum_buffer": "momentum", "step": "step"}
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov))
+
+    def _validate(self, hyper: dict) -> None:
+        super()._validate(hyper)
+        for name in ("momentum", "dampening", "weight_decay"):
+            value = hyper.get(name, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+            if value < 0:
+                raise ValueError(f"invalid {name}={value}: it must be >= 0")
+        if hyper.get("nesterov") and (hyper.get("momentum", 0) <= 0 or hyper.get("dampening", 0) != 0):
+            raise ValueError("Nesterov momentum needs momentum > 0 and dampening = 0")
+
+    def init_state(self, param: Tensor) -> dict[str, Tensor]:
+        group = self.group_of(param)
+        if group["momentum"] == 0:
+            return {}  # plain SGD keeps no state
+        state = {"momentum_buffer": zeros_like(param)}
+        if group["dampening"] != 0:
+            # PyTorch starts the buffer at the first gradient, undamped. A zero buffer gives exactly that
+            # when dampening is 0 (μ·0 + 1·d = d); otherwise the rule needs to know the step count.
+            state["step"] = zeros((), dtype=param.dtype, device=param.device)
+        return state
+
+    def update(self, param: Tensor, grad: Tensor, state: dict, group: dict, lr: Any) -> tuple[Tensor, dict]:
+        momentum, dampening = group["momentum"], group["dampening"]
+        d = grad
+        if group["weight_decay"] != 0:
+            d = d + group["weight_decay"] * param
+        if momentum == 0:
+            return param - lr * d, state
+        new_state = dict(state)
+        if "step" in state:
+            # Damp from the second step on: the factor is 1 when step == 0 and (1 - τ) after.
+            not_first = state["step"].clamp(max=1.0)
+            buf = momentum * state["momentum_buffer"] + (1 - dampening * not_first) * d
+            new_state["step"] = state["step"] + 1
+        else:
+            buf = momentum * state["momentum_buffer"] + (1 - dampening) * d
+        new_state["momentum_buffer"] = buf
+        d = d + momentum * buf if group["nesterov"] else buf
+        return param - lr * d, new_state
