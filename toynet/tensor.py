@@ -81,13 +81,17 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
         raise explain_failure(op, inputs, attrs, error) from error
     if op.changes_device:
         device = attrs["device"]
+    if out.ndim == 0:  # NumPy returns scalars, not 0-d arrays, for 0-d results: keep every tensor on an array
+        out = device.xp.asarray(out)
     result = Tensor.__new__(Tensor)
     result.array = out
     result.node = None
     result.device = device
     result.grad = None
     result.name = None
-    if requires_grad and autograd._enabled:
+    # Only float results carry gradients: comparisons, argmax and the like give bool/int tensors that
+    # end the graph, as in PyTorch.
+    if requires_grad and autograd._enabled and backend.dtype_of(out).is_floating_point:
         result.requires_grad = True
         result.grad_fn = GradFn(op, inputs, attrs, result._weakref() if op.saves_output else None)
     else:

@@ -19,6 +19,12 @@ def needs_grad(x: Any) -> bool:
     return getattr(x, "requires_grad", False)
 
 
+def as_array(xp: Any, value: Any) -> Any:
+    """NumPy ufuncs return a scalar, not a 0-d array, for 0-d inputs; the in-place steps that follow
+    (and ``out=``) need an array."""
+    return xp.asarray(value)
+
+
 def unbroadcast(grad: Any, x: Any) -> Any:
     """The gradient for input ``x``: ``grad`` summed over the dimensions ``x`` was broadcast along."""
     return grad.sum_to(x.shape) if needs_grad(x) else None
@@ -205,7 +211,7 @@ class Rsqrt(Elementwise):
     saves_output = True
 
     def forward(self, xp, a, out=None):
-        out = xp.sqrt(a, out=out)
+        out = as_array(xp, xp.sqrt(a, out=out))
         return xp.reciprocal(out, out=out)
 
     def vjp(self, grad, inputs, output, **attrs):
@@ -235,7 +241,7 @@ class Sigmoid(Elementwise):
     saves_output = True
 
     def forward(self, xp, a, out=None):
-        out = xp.multiply(a, 0.5, out=out)
+        out = as_array(xp, xp.multiply(a, 0.5, out=out))
         xp.tanh(out, out=out)
         xp.add(out, 1, out=out)
         return xp.multiply(out, 0.5, out=out)
@@ -267,7 +273,7 @@ class Relu6(Elementwise):
     name = "relu6"
 
     def forward(self, xp, a, out=None):
-        out = xp.maximum(a, 0, out=out)
+        out = as_array(xp, xp.maximum(a, 0, out=out))
         return xp.minimum(out, 6, out=out)
 
     def vjp(self, grad, inputs, output, **attrs):
@@ -283,7 +289,7 @@ class Clamp(Elementwise):
 
     def forward(self, xp, a, out=None, min=None, max=None):
         if min is not None:
-            out = xp.maximum(a, min, out=out)
+            out = as_array(xp, xp.maximum(a, min, out=out))
             a = out
         if max is not None:
             out = xp.minimum(a, max, out=out)
