@@ -1,0 +1,137 @@
+"""Pictures of both designs' graphs, with Graphviz.
+
+``flow.viz.draw(obj, **options)`` returns a ``graphviz.Digraph`` (Jupyter shows it; ``.source`` is the
+DOT text; ``.render("file", format="png")`` saves it):
+
+* an **eager tensor**: its autograd graph, from the tensor back through ``grad_fn`` to the leaves::
+
+      x = flow.ones(1, 5); w = flow.randn(5, 3, requires_grad=True); b = flow.randn(1, 3, requires_grad=True)
+      z = flow.matmul(x, w) + b
+      l = flow.sum(1/2 * (z - flow.zeros(1, 3)) ** 2)
+      flow.viz.draw(l, show_values=True)      # x, w, b, z, l named after your variables
+
+* a **static graph** (``toynet.static.Graph``): forward, backward and optimizer clusters, state and
+  its update edges: ``flow.viz.draw(graph, forward_only=True)``.
+
+``flow.viz.draw_pass(before, after, removed=..., fused=...)`` shows what an optimisation pass changed;
+``with flow.viz.record() as rec:`` records a graph as your code builds it (``rec.to_gif("build.gif")``,
+``rec.player()`` in a notebook).
+
+Options (all drawings): ``rankdir="TB"`` or ``"LR"``; ``legend=True``; ``max_nodes=200`` (bigger graphs
+are folded by module or cut, with a note saying so; ``None`` for no limit); ``title=""``;
+``literals="node"`` or ``"inline"`` (where Python numbers such as the ``2`` of ``x ** 2`` go).
+Eager only: ``show_values`` (tensors of at most 16 elements), ``show_grads`` (after
+``backward(retain_graph=True)``), ``show_saved`` (what each op keeps for backward), ``show_attrs``,
+``names={"x": x}`` (else ``tensor.name``, else your variable names). Static only: ``forward_only`` or
+``phases=("forward", "backward")``, ``depth`` (fold ops by module), ``show_names``, ``show_values``
+(constants).
+
+Rendering needs Graphviz's ``dot`` program (``apt-get install graphviz`` / ``brew install graphviz`` /
+``conda install graphviz``); without it drawing still works and rendering raises
+:class:`GraphvizNotInstalled`, which says how to install it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..static.ir import PHASES, Graph
+from ..tensor import Tensor
+from .dot import to_digraph
+from .draw_eager import eager_picture, walk_grad_fns
+from .draw_pass import pass_picture
+from .draw_static import summary_picture
+from .model import Picture, limit
+from .names import Namer, user_namespaces
+from .render import Drawing, GraphvizNotInstalled, render, to_png, to_svg
+
+__all__ = [
+    "Drawing",
+    "Frame",
+    "GraphvizNotInstalled",
+    "Recorder",
+    "draw",
+    "draw_pass",
+    "record",
+    "render",
+    "to_png",
+    "to_svg",
+]
+
+#: Default node budget of a drawing; beyond it the picture is folded or cut, with a note.
+MAX_NODES = 200
+
+
+def draw(obj: Any, *, rankdir: str = "TB", legend: bool = True, max_nodes: int | None = MAX_NODES,
+         title: str = "", **options: Any) -> Drawing:
+    """Draw an eager tensor's autograd graph (or several tensors') or a static Graph; see the module doc."""
+    picture = picture_of(obj, max_nodes=max_nodes, **options)
+    return to_digraph(picture, rankdir=rankdir, legend=legend, title=title)
+
+
+def picture_of(obj: Any, *, max_nodes: int | None = MAX_NODES, names: Mapping[str, Any] | None = None,
+               namespaces: Iterable[Mapping[str, Any]] | None = None, **options: Any) -> Picture:
+    """The :class:`~toynet.viz.model.Picture` that :func:`draw` writes as DOT."""
+    graph = _as_graph(obj)
+    if graph is not None:
+        if names is not None:
+            raise TypeError("names= is for eager tensors; a static graph's nodes already have names")
+        return summary_picture(graph, max_nodes, **_static_options(options))
+    roots = _as_tensors(obj)
+    if namespaces is None:
+        namespaces = user_namespaces()
+    order, made_by = walk_grad_fns(roots)
+    picture = eager_picture(order, made_by, Namer(names, namespaces), roots, **options)
+    return limit(picture, max_nodes)
+
+
+def draw_pass(before: Graph, after: Graph, removed: Iterable[str] | None = None,
+              fused: Mapping[str, Iterable[str]] | None = None, *, titles: tuple[str, str] = ("before", "after"),
+              rankdir: str = "TB", legend: bool = True, title: str = "", **options: Any) -> Drawing:
+    """Two graphs side by side, marking what a pass removed (dashed red) and fused (orange).
+
+    ``removed``: names of *before*'s nodes the pass deleted (default: every name missing from *after*
+    that is not in ``fused``). ``fused``: ``{new node name: [old node names]}``. Other options as for
+    a static :func:`draw` (``forward_only``, ``show_names``...).
+    """
+    picture = pass_picture(_as_graph(before, strict=True), _as_graph(after, strict=True), removed, fused,
+                           titles=titles, **_static_options(options))
+    return to_digraph(picture, rankdir=rankdir, legend=legend, title=title)
+
+
+def _static_options(options: dict) -> dict:
+    options = dict(options)
+    if options.pop("forward_only", False):
+        if "phases" in options:
+            raise TypeError("give forward_only=True or phases=(...), not both")
+        options["phases"] = ("forward",)
+    unknown = set(options) - {"phases", "show_values", "show_names", "literals", "depth"}
+    if unknown:
+        raise TypeError(f"unknown option(s) {sorted(unknown)} for drawing a static graph; known: forward_only, "
+                        "phases, depth, show_names, show_values, literals, rankdir, legend, max_nodes, title")
+    phases = options.get("phases", PHASES)
+    bad = [p for p in phases if p not in PHASES]
+    if bad or isinstance(phases, str):
+        raise ValueError(f"phases must be a tuple drawn from {PHASES}, got {phases!r}")
+    return options
+
+
+def _as_graph(obj: Any, strict: bool = False) -> Graph | None:
+    """A static Graph from a Graph or from an object holding one in ``.graph`` (a traced nn.Graph)."""
+    if isinstance(obj, Graph):
+        return obj
+    held = getattr(obj, "graph", None) if not isinstance(obj, Tensor) else None
+    if isinstance(held, Graph):
+        return held
+    if strict:
+        raise TypeError(f"expected a toynet.static.Graph, got {type(obj).__name__}")
+    return None
+
+
+def _as_tensors(obj: Any) -> list[Tensor]:
+    items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
+    if not items or not all(isinstance(t, Tensor) for t in items):
+        raise TypeError("toynet.viz.draw expects a Tensor, a list of Tensors or a toynet.static.Graph, got "
+                        f"{type(obj).__name__}")
+    return items
