@@ -267,10 +267,11 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     if grad_tensors is not None and not isinstance(grad_tensors, (list, tuple)):
         grad_tensors = [grad_tensors]
     root_grads = _root_grads(tensors, grad_tensors, "backward")
-    lazy = [t for t in tensors if t.is_lazy]
-    if lazy:
+    if any(t.is_lazy for t in tensors):
+        # Inside nn.Graph.build: the tracer runs this same engine on lazy tensors (symbolic autodiff).
         from .tensor import current_tracer
-        current_tracer().on_backward(lazy, retain_graph=retain_graph, create_graph=create_graph)
+        current_tracer().backward(tensors, root_grads, retain_graph, create_graph)
+        return
     run_backward(tensors, root_grads, retain_graph=create_graph if retain_graph is None else retain_graph,
                  create_graph=create_graph)
 

@@ -18,6 +18,8 @@ def _suffixes(t: Any, lazy_meta: bool) -> list[str]:
             parts.append("is_lazy='True'")
         parts.append(f"size={tuple(t.shape)}")
     parts.append(f"dtype={t.dtype!r}")
+    if lazy_meta and t.is_lazy:
+        return parts  # a lazy tensor's autograd record is an implementation detail of tracing
     if t.grad_fn is not None:
         parts.append(f"grad_fn={t.grad_fn!r}")
     elif t.requires_grad:

@@ -5,3 +5,4 @@ from .module import Module  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from . import functional, init  # noqa: F401
 from .modules import *  # noqa: F401,F403
+from .graph import Graph  # noqa: F401,E402

@@ -45,6 +45,14 @@ class Op:
     nondifferentiable: tuple[int, ...] = ()
     #: The vjp reads the op's output (``exp``, ``tanh``...): the output is kept for backward.
     saves_output: bool = False
+    #: ``forward`` accepts ``out=`` (an array of the output's shape and dtype) and writes the result
+    #: there: the compiled plan then gives it a preallocated, reused buffer. Elementwise ops always do.
+    supports_out: bool = False
+    #: Without ``out=``, ``forward`` may return a *view* of its first input (reshape, transpose, slicing):
+    #: the memory planner must keep the input's buffer alive as long as the view is read.
+    may_alias_input: bool = False
+    #: The NumPy/CuPy ufunc this op is (``"add"``), so generated code can call ``xp.add`` directly.
+    ufunc: str = ""
     #: The output lives on another device than the inputs (``to_device``), named by ``attrs["device"]``.
     changes_device: bool = False
 

@@ -61,6 +61,7 @@ class Add(Elementwise):
     """``a + b``; d/da = 1, d/db = 1."""
 
     name = "add"
+    ufunc = "add"
 
     def forward(self, xp, a, b, out=None):
         return xp.add(a, b, out=out)
@@ -75,6 +76,7 @@ class Sub(Elementwise):
     """``a - b``; d/da = 1, d/db = -1."""
 
     name = "sub"
+    ufunc = "subtract"
 
     def forward(self, xp, a, b, out=None):
         return xp.subtract(a, b, out=out)
@@ -89,6 +91,7 @@ class Mul(Elementwise):
     """``a * b``; d/da = b, d/db = a."""
 
     name = "mul"
+    ufunc = "multiply"
 
     def forward(self, xp, a, b, out=None):
         return xp.multiply(a, b, out=out)
@@ -104,6 +107,7 @@ class Div(Elementwise):
     """``a / b``; d/da = 1/b, d/db = -a/b^2."""
 
     name = "div"
+    ufunc = "true_divide"
 
     def forward(self, xp, a, b, out=None):
         return xp.true_divide(a, b, out=out)
@@ -119,6 +123,7 @@ class Neg(Elementwise):
     """``-a``; d/da = -1."""
 
     name = "neg"
+    ufunc = "negative"
 
     def forward(self, xp, a, out=None):
         return xp.negative(a, out=out)
@@ -167,6 +172,7 @@ class Exp(Elementwise):
     """``exp(a)``; d/da = exp(a), which is the output: reuse it."""
 
     name = "exp"
+    ufunc = "exp"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -181,6 +187,7 @@ class Log(Elementwise):
     """``log(a)``; d/da = 1/a."""
 
     name = "log"
+    ufunc = "log"
 
     def forward(self, xp, a, out=None):
         return xp.log(a, out=out)
@@ -194,6 +201,7 @@ class Sqrt(Elementwise):
     """``sqrt(a)``; d/da = 1 / (2 sqrt(a))."""
 
     name = "sqrt"
+    ufunc = "sqrt"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -223,6 +231,7 @@ class Tanh(Elementwise):
     """``tanh(a)``; d/da = 1 - tanh(a)^2."""
 
     name = "tanh"
+    ufunc = "tanh"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -310,6 +319,7 @@ class Abs(Elementwise):
     """``|a|``; d/da = sign(a)."""
 
     name = "abs"
+    ufunc = "absolute"
 
     def forward(self, xp, a, out=None):
         return xp.abs(a, out=out)
@@ -323,6 +333,7 @@ class Sign(Elementwise):
     """``sign(a)``: -1, 0 or 1; its derivative is 0 almost everywhere, so no gradient flows."""
 
     name = "sign"
+    ufunc = "sign"
 
     def forward(self, xp, a, out=None):
         return xp.sign(a, out=out)
@@ -336,6 +347,7 @@ class Maximum(Elementwise):
     """Elementwise ``max(a, b)``; the gradient goes to ``a`` where a >= b, else to ``b``."""
 
     name = "maximum"
+    ufunc = "maximum"
 
     def forward(self, xp, a, b, out=None):
         return xp.maximum(a, b, out=out)
@@ -352,6 +364,7 @@ class Minimum(Elementwise):
     """Elementwise ``min(a, b)``; the gradient goes to ``a`` where a <= b, else to ``b``."""
 
     name = "minimum"
+    ufunc = "minimum"
 
     def forward(self, xp, a, b, out=None):
         return xp.minimum(a, b, out=out)

@@ -13,6 +13,7 @@ class Matmul(Op):
     as a row (``a``) or a column (``b``) vector, as NumPy does."""
 
     name = "matmul"
+    supports_out = True
 
     def forward(self, xp, a, b, out=None):
         return xp.matmul(a, b, out=out)
@@ -63,6 +64,7 @@ class Linear(Op):
     """
 
     name = "linear"
+    supports_out = True
 
     def forward(self, xp, x, weight, bias=None, out=None):
         y = xp.matmul(x, weight.T, out=out)

@@ -49,6 +49,7 @@ class Sum(Reduction):
     """Sum over ``dim``; every input element gets the output's gradient."""
 
     name = "sum"
+    supports_out = True
 
     def forward(self, xp, a, dim=(), keepdim=False, out=None):
         return full_reduction(xp, xp.sum(a, axis=dim, keepdims=keepdim, out=out))
@@ -65,6 +66,7 @@ class Mean(Reduction):
     """Mean over ``dim``; every input element gets 1/n of the output's gradient."""
 
     name = "mean"
+    supports_out = True
 
     def forward(self, xp, a, dim=(), keepdim=False, out=None):
         return full_reduction(xp, xp.mean(a, axis=dim, keepdims=keepdim, out=out))
@@ -103,6 +105,7 @@ class Amax(Reduction):
     """Largest element over ``dim``; the gradient goes to the maximal elements (split evenly on ties)."""
 
     name = "amax"
+    supports_out = True
     saves_output = True
 
     def forward(self, xp, a, dim=(), keepdim=False, out=None):
@@ -169,6 +172,8 @@ class SumTo(Op):
     """
 
     name = "sum_to"
+    supports_out = True
+    may_alias_input = True  # with nothing to sum and no out=, it returns its input
 
     def forward(self, xp, a, shape=(), out=None):
         lead = a.ndim - len(shape)

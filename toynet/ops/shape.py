@@ -20,6 +20,7 @@ class Reshape(Op):
     """Same elements, new shape (a view when the layout allows)."""
 
     name = "reshape"
+    may_alias_input = True
 
     def forward(self, xp, a, shape=()):
         return xp.reshape(a, shape)
@@ -45,6 +46,7 @@ class Permute(Op):
     """Reorder dimensions (``transpose``, ``permute``, ``.T``)."""
 
     name = "permute"
+    may_alias_input = True
 
     def forward(self, xp, a, dims=()):
         return xp.transpose(a, dims)
@@ -67,6 +69,7 @@ class BroadcastTo(Op):
     """Repeat along dimensions of size 1 (and new leading ones) without copying (``expand``)."""
 
     name = "broadcast_to"
+    may_alias_input = True
 
     def forward(self, xp, a, shape=()):
         return xp.broadcast_to(a, shape)
@@ -95,6 +98,7 @@ class GetItem(Op):
     bool tensor indices come in as extra inputs (marked by ``TENSOR_INDEX`` in ``index``)."""
 
     name = "getitem"
+    may_alias_input = True
 
     @property
     def nondifferentiable(self):  # every input after the first is an index

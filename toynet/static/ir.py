@@ -111,6 +111,8 @@ class Graph:
         self.output_structure: Any = None
         #: State name -> the node whose value becomes that state's value after a call.
         self.updates: dict[str, Node] = {}
+        #: Set by the memory-planning pass (a toynet.static.passes.memory.MemoryPlan).
+        self.memory: Any = None
         self._names: set[str] = set()
 
     # ------------------------------------------------------------------------------ building
@@ -184,6 +186,7 @@ class Graph:
         clone.outputs = [mapping[id(n)] for n in self.outputs]
         clone.output_structure = self.output_structure
         clone.updates = {k: mapping[id(v)] for k, v in self.updates.items()}
+        clone.memory = self.memory
         return clone
 
     # ------------------------------------------------------------------------------- printing

@@ -1,0 +1,83 @@
+"""What ``graph.debug(v_level)`` prints while an ``nn.Graph`` compiles.
+
+Level 0: the build and compile stages, with timings. Level 1: also the graph's inputs and outputs,
+each module call (MODULE, its INPUT, PARAMETER, BUFFER and OUTPUT lines) and each pass starting and
+finishing. Level 2: also every op as it is traced (name, inputs, device, shapes) and what each pass
+changed. Level 3: also each op's source line and every pass's graph before and after.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .graph_outline import OutlineRecorder, tensor_entry
+
+
+def _meta(node: Any) -> str:
+    return f"(size={tuple(node.shape)}, dtype=({node.dtype!r}))"
+
+
+def operator_line(node: Any, with_location: bool = False) -> str:
+    """``(OPERATOR: model.0-linear-0(x/out:(size=(20, 3), ...), ...) -> (model.0-linear-0/out_0:(...)), device=(cpu))``"""
+    args = ", ".join(f"{x.name}/out:{_meta(x)}" if hasattr(x, "shape") and hasattr(x, "name") else repr(x)
+                     for x in node.inputs)
+    line = (f"(OPERATOR: {node.name}({args}) -> ({node.name}/out_0:{_meta(node)}), "
+            f"device=({node.device}))")
+    if with_location and node.source:
+        line = line[:-1] + f", location=({node.source}))"
+    return line
+
+
+class DebugPrinter:
+    """Prints a graph's compile-time messages at or below the chosen verbosity (-1: silent)."""
+
+    def __init__(self, graph: Any):
+        self.graph = graph
+        self.level = -1
+
+    @property
+    def tag(self) -> str:
+        return f"(GRAPH:{self.graph.name}:{type(self.graph).__name__})"
+
+    def log(self, level: int, message: str) -> None:
+        if self.level >= level:
+            print(message, flush=True)
+
+    def module_call_logger(self, record: OutlineRecorder) -> Callable:
+        def on_module_call(phase: str, path: str, module: Any, values: Any) -> None:
+            entries = record.on_module_call(phase, path, module, values)
+            if self.level < 1:
+                return
+            if phase == "enter":
+                print(f"(MODULE:{path}:{module._shallow_repr()})", flush=True)
+            for entry in entries:
+                print(entry.header(), flush=True)
+            if phase == "enter":
+                for name, p in module._parameters.items():
+                    if p is not None:
+                        print(tensor_entry("PARAMETER", f"{path}.{name}", p).header(), flush=True)
+                for name, b in module._buffers.items():
+                    if b is not None:
+                        print(tensor_entry("BUFFER", f"{path}.{name}", b).header(), flush=True)
+        return on_module_call
+
+    def op_logger(self) -> Callable | None:
+        if self.level < 2:
+            return None
+        return lambda node: print(operator_line(node, with_location=self.level >= 3), flush=True)
+
+    def pass_logger(self) -> Callable:
+        name = self.graph.name
+
+        def on_pass(event: str, index: int, pass_name: str, payload: Any) -> None:
+            if event == "start":
+                self.log(1, f"{name} start compiling with pass pass_cnt_{index}-{pass_name}")
+                return
+            self.log(1, f"{name} finish compiling with pass pass_cnt_{index}-{pass_name}")
+            if self.level >= 3:
+                print(payload.details(), flush=True)
+                print(f"--- before {pass_name} ---\n{payload.before.format(show_source=True)}", flush=True)
+                print(f"--- after {pass_name} ---\n{payload.after.format(show_source=True)}", flush=True)
+            elif self.level >= 2:
+                print(payload.summary(), flush=True)
+        return on_pass

@@ -1,0 +1,147 @@
+"""The tagged outline of an ``nn.Graph``: what ``print(graph)`` and ``graph.debug(1)`` show.
+
+One model serves both printers and the visualiser: a tree of :class:`Entry` objects, each a tag
+(GRAPH, CONFIG, MODULE, PARAMETER, BUFFER, INPUT, OUTPUT), a name and a description::
+
+    (GRAPH:LinearTrainGraph_0:LinearTrainGraph): (
+      (CONFIG:config:GraphConfig(training=True, ))
+      (MODULE:model:Sequential()): (
+        (MODULE:model.0:Linear(in_features=3, out_features=1, bias=True)): (
+          (PARAMETER:model.0.weight:tensor(..., size=(1, 3), dtype=toynet.float32, requires_grad=True)): ()
+          ...
+
+Before the first call it holds the module tree; tracing adds the INPUT and OUTPUT entries of the graph
+and of every module call (a module called twice gets two sets).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..printing import meta_repr
+from ..tensor import Tensor
+
+# Tags whose entries print as blocks (`header: (...)`), as leaves with `: ()`, or as bare headers.
+_BLOCK_TAGS = ("GRAPH", "MODULE")
+_EMPTY_BLOCK_TAGS = ("PARAMETER", "BUFFER")
+
+
+class Entry:
+    """One tagged line of the outline, with the entries nested under it."""
+
+    __slots__ = ("tag", "name", "text", "children", "module")
+
+    def __init__(self, tag: str, name: str, text: str, module: Any = None):
+        self.tag, self.name, self.text = tag, name, text
+        self.children: list[Entry] = []
+        self.module = module
+
+    def header(self) -> str:
+        if self.text.startswith("<class "):  # a non-tensor input or output: OneFlow flags it
+            return f"[WARNING]({self.tag}:{self.name}:{self.text})"
+        return f"({self.tag}:{self.name}:{self.text})"
+
+    def walk(self) -> Iterator["Entry"]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def render(self) -> str:
+        """The entry and its children, nested by two spaces per level, as OneFlow prints a graph."""
+        head = self.header()
+        if self.tag in _EMPTY_BLOCK_TAGS:
+            return head + ": ()"
+        if self.tag not in _BLOCK_TAGS:
+            return head
+        if not self.children:
+            return head + ": ()"
+        body = "\n".join(child.render() for child in self.children)
+        return head + ": (\n" + _indent(body, 2) + "\n)"
+
+    def __repr__(self) -> str:
+        return f"<Entry {self.header()} with {len(self.children)} children>"
+
+
+def _indent(text: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line for line in text.split("\n"))
+
+
+def tensor_entry(tag: str, name: str, t: Tensor) -> Entry:
+    return Entry(tag, name, meta_repr(t))
+
+
+def value_entry(tag: str, name: str, value: Any) -> Entry:
+    """An input or output that is not a tensor: OneFlow marks it with a warning."""
+    return Entry(tag, name, repr(type(value)))
+
+
+class OutlineRecorder:
+    """Collects the INPUT/OUTPUT entries of one trace: the graph's own and each module call's."""
+
+    def __init__(self, graph_name: str):
+        self.graph_name = graph_name
+        self.graph_inputs: list[Entry] = []
+        self.graph_outputs: list[Entry] = []
+        self.module_inputs: dict[str, list[Entry]] = {}
+        self.module_outputs: dict[str, list[Entry]] = {}
+
+    def io_entries(self, tag: str, prefix: str, values: Any, lazy_only: bool = False) -> list[Entry]:
+        entries = []
+        for i, v in enumerate(_flatten(values)):
+            name = f"{prefix}-{tag.lower()}_{i}"
+            entries.append(tensor_entry(tag, name, v) if isinstance(v, Tensor) else value_entry(tag, name, v))
+        return entries
+
+    def on_module_call(self, phase: str, path: str, module: Any, values: Any) -> list[Entry]:
+        if phase == "enter":
+            entries = self.io_entries("INPUT", f"_{path}", values)
+            self.module_inputs.setdefault(path, []).extend(entries)
+        else:
+            entries = self.io_entries("OUTPUT", f"_{path}", values)
+            self.module_outputs.setdefault(path, []).extend(entries)
+        return entries
+
+
+def _flatten(values: Any) -> list:
+    if isinstance(values, (tuple, list)):
+        out = []
+        for v in values:
+            out.extend(_flatten(v))
+        return out
+    if isinstance(values, dict):
+        out = []
+        for v in values.values():
+            out.extend(_flatten(v))
+        return out
+    return [values]
+
+
+def module_entry(path: str, module: Any, record: OutlineRecorder | None) -> Entry:
+    entry = Entry("MODULE", path, module._shallow_repr(), module)
+    if record is not None:
+        entry.children += record.module_inputs.get(path, [])
+    for name, p in module._parameters.items():
+        if p is not None:
+            entry.children.append(tensor_entry("PARAMETER", f"{path}.{name}", p))
+    for name, b in module._buffers.items():
+        if b is not None:
+            entry.children.append(tensor_entry("BUFFER", f"{path}.{name}", b))
+    for name, child in module._modules.items():
+        if child is not None:
+            entry.children.append(module_entry(f"{path}.{name}", child, record))
+    if record is not None:
+        entry.children += record.module_outputs.get(path, [])
+    return entry
+
+
+def build_outline(name: str, class_name: str, training: bool, modules: dict, record: OutlineRecorder | None) -> Entry:
+    root = Entry("GRAPH", name, class_name)
+    root.children.append(Entry("CONFIG", "config", f"GraphConfig(training={training}, )"))
+    if record is not None:
+        root.children += record.graph_inputs
+    for path, module in modules.items():
+        root.children.append(module_entry(path, module, record))
+    if record is not None:
+        root.children += record.graph_outputs
+    return root

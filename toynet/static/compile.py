@@ -1,0 +1,152 @@
+"""Compilation: turn an optimised graph into a :class:`Plan`, a generated Python function.
+
+The function is the graph flattened into straight-line code: one line per op, each a direct call of
+the op's kernel on arrays, writing into the buffers the memory plan chose::
+
+    def run(inputs, states):
+        v0 = inputs[0]
+        s0 = states[0]
+        v3 = k3(xp, v0, s0, s1, out=b0)        # model.0-linear-0
+        ...
+        return (v9,)
+
+No Tensor objects, no autograd records, no shape checks, no dictionary lookups per op: everything
+Eager mode decides at run time on every call was decided once, here. That is where Graph mode's speed
+comes from. ``plan.source`` shows the generated code.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from ..ops import OPS
+from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
+from .passes.fuse import FusedElementwise
+from .passes.memory import END
+
+
+class Plan:
+    """A compiled graph: call ``plan.run(input_arrays, state_arrays)`` to get the output arrays.
+
+    State arrays are read at the start of the call and updated (in place) before it returns.
+    """
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.device = _graph_device(graph)
+        self.state_names = [n.state_name for n in graph.nodes if n.kind == STATE]
+        self.input_names = [n.name for n in graph.inputs]
+        self.namespace: dict[str, Any] = {"xp": self.device.xp}
+        self.source = self._generate()
+        code = compile(self.source, f"<toynet plan {graph.name}>", "exec")
+        exec(code, self.namespace)  # noqa: S102  (our own generated code)
+        self.run = self.namespace["run"]
+
+    # ----------------------------------------------------------------------------- codegen
+
+    def _generate(self) -> str:
+        graph = self.graph
+        memory = graph.memory
+        xp = self.device.xp
+        if memory is not None:
+            for slot, (shape, dtype) in enumerate(memory.buffers):
+                self.namespace[f"b{slot}"] = xp.empty(shape, dtype=dtype.array_dtype)
+        var: dict[int, str] = {}
+        lines = ["def run(inputs, states):"]
+        state_index = {name: i for i, name in enumerate(self.state_names)}
+        for k, n in enumerate(graph.inputs):
+            var[id(n)] = f"v_in{k}"
+            lines.append(f"    v_in{k} = inputs[{k}]")
+        for n in graph.nodes:
+            if n.kind == STATE:
+                name = f"s{state_index[n.state_name]}"
+                var[id(n)] = name
+                lines.append(f"    {name} = states[{state_index[n.state_name]}]  # {n.state_name}")
+        ops = [n for n in graph.nodes if n.kind == OP]
+        last_use = memory.last_use if memory is not None else {}
+        dies_at: dict[int, list[str]] = {}
+        for n in graph.nodes:
+            if n.kind == CONSTANT:
+                name = f"c{len(var)}"
+                var[id(n)] = name
+                self.namespace[name] = n.value
+        for i, n in enumerate(ops):
+            name = f"v{i}"
+            var[id(n)] = name
+            lines.append(f"    # {n.name}" + (f"    ({n.source})" if n.source else ""))
+            out = None
+            if memory is not None:
+                if n.name in memory.buffer_of:
+                    out = f"b{memory.buffer_of[n.name]}"
+                elif n.name in memory.state_out:
+                    out = f"s{state_index[memory.state_out[n.name]]}"
+            args = [var[id(x)] if isinstance(x, Node) else repr(x) for x in n.inputs]
+            if n.op is FusedElementwise:
+                scratch = memory.scratch_of.get(n.name) if memory is not None else None
+                lines += self._fused_lines(name, n, args, out, None if scratch is None else f"b{scratch}")
+            else:
+                lines.append(f"    {name} = {self._call(i, n, args, out)}")
+            # A fresh (unpooled) value is dropped as soon as its last reader has run, freeing memory early.
+            if memory is not None and out is None and i < last_use.get(n.name, -1) < END:
+                dies_at.setdefault(last_use[n.name], []).append(name)
+            for dead in dies_at.pop(i, []):
+                lines.append(f"    del {dead}")
+        if memory is not None:
+            for state_name, node_name in memory.commits.items():
+                node = next(n for n in graph.nodes if n.name == node_name)
+                lines.append(f"    s{state_index[state_name]}[...] = {var[id(node)]}  # update {state_name}")
+        else:
+            for state_name, node in graph.updates.items():
+                lines.append(f"    s{state_index[state_name]}[...] = {var[id(node)]}  # update {state_name}")
+        outs = []
+        for n in graph.outputs:
+            v = var[id(n)]
+            copy = memory is None or n.name in memory.copy_outputs
+            outs.append(f"{v}.copy()" if copy else v)
+        lines.append("    return (" + "".join(o + ", " for o in outs) + ")")
+        return "\n".join(lines) + "\n"
+
+    def _kernel(self, key: str, op: Any, attrs: dict) -> str:
+        name = f"k_{key}"
+        self.namespace[name] = functools.partial(op.forward, **attrs) if attrs else op.forward
+        return name
+
+    def _call(self, i: int, n: Node, args: list[str], out: str | None) -> str:
+        op = n.op
+        if op.ufunc and not n.attrs:
+            return f"xp.{op.ufunc}({', '.join(args)}" + (f", out={out})" if out else ")")
+        kernel = self._kernel(str(i), op, n.attrs)
+        return f"{kernel}(xp, {', '.join(args)}" + (f", out={out})" if out else ")")
+
+    def _fused_lines(self, name: str, n: Node, args: list[str], out: str | None, scratch: str | None) -> list[str]:
+        """Inline a fused kernel: its steps one after the other, in place in one buffer."""
+        program = n.attrs["program"]
+        lines = [f"    # fused kernel: {' > '.join(step['op'] for step in program)}"]
+        prev = None
+        for index, step in enumerate(program):
+            op = OPS[step["op"]]
+            step_args = [prev if a[0] == "prev" else args[a[1]] if a[0] == "in" else repr(a[1]) for a in step["args"]]
+            last = index == len(program) - 1
+            target = out if (last or scratch is None) else scratch
+            if target is None and prev is not None:
+                target = prev
+            result = name if last else f"{name}_t"
+            if op.ufunc and not step["attrs"]:
+                call = f"xp.{op.ufunc}({', '.join(step_args)}" + (f", out={target})" if target else ")")
+            else:
+                kernel = self._kernel(f"{name}_{index}", op, step["attrs"])
+                call = f"{kernel}(xp, {', '.join(step_args)}" + (f", out={target})" if target else ")")
+            lines.append(f"    {result} = {call}")
+            prev = result
+        if len(program) > 1:
+            lines.append(f"    del {name}_t")
+        return lines
+
+
+def _graph_device(graph: Graph):
+    from .. import backend
+    for n in graph.nodes:
+        if n.kind in (INPUT, STATE, CONSTANT, OP):
+            return n.device
+    return backend.CPU

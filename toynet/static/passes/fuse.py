@@ -1,0 +1,144 @@
+"""Elementwise fusion: a chain of elementwise ops becomes one kernel that works in one buffer.
+
+``loss = ((pred - y) * 2).sum()``: unfused, ``pred - y`` and ``* 2`` each allocate an array the size of
+the batch and make a pass over memory. Fused, the chain is one node, and its kernel runs the steps
+in place in a single buffer: no temporaries, and (on a GPU, where a fused kernel is one CUDA kernel)
+one pass over memory instead of two.
+
+A node joins its producer's chain when the producer is elementwise, has no other reader, is not an
+output, and has the same shape and dtype (so every step can write into the same buffer). The fused
+node keeps the tail's name, so outputs and updates still find it.
+
+A chain is a *program*: a list of steps ``{"op": name, "args": [...], "attrs": {...}}`` where each arg is
+``["in", k]`` (the fused node's k-th input), ``["prev"]`` (the previous step's result) or ``["lit", x]``.
+It is plain data, so a fused graph saves to JSON like any other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import backend
+from ...ops import OPS, Op, register
+from ..ir import OP, Graph, Node
+from . import PassReport, timed
+
+
+@register
+class FusedElementwise(Op):
+    """Several elementwise ops run as one kernel, each step in place in the output buffer."""
+
+    name = "fused_elementwise"
+    elementwise = True
+
+    def forward(self, xp, *inputs, program=(), out=None, scratch=None):
+        """Run the steps; intermediates go to ``scratch`` (if given) or ``out``, the last step to ``out``."""
+        prev = None
+        last = len(program) - 1
+        for index, step in enumerate(program):
+            op = OPS[step["op"]]
+            args = [prev if a[0] == "prev" else inputs[a[1]] if a[0] == "in" else a[1] for a in step["args"]]
+            target = out if (index == last or scratch is None) else scratch
+            if target is None and index > 0:
+                target = prev  # the array step 0 allocated: every step has the same shape, so reuse it
+            prev = op.forward(xp, *args, out=target, **step["attrs"])
+        return prev
+
+    def infer(self, *inputs, program=()):
+        prev = None
+        for step in program:
+            op = OPS[step["op"]]
+            args = [prev if a[0] == "prev" else inputs[a[1]] if a[0] == "in" else a[1] for a in step["args"]]
+            shape, dtype = op.infer(*args, **step["attrs"])
+            prev = _Meta(shape, dtype)
+        return prev.shape, prev.dtype
+
+    def describe(self, program=(), **attrs):
+        return "fused[" + " > ".join(step["op"] for step in program) + "]"
+
+    def vjp(self, grad, inputs, output, **attrs):
+        raise NotImplementedError("fused kernels are made after differentiation and have no vjp")
+
+
+class _Meta:
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def reads_of_input(program: list, k: int) -> list[int]:
+    """The steps of ``program`` that read the fused node's input ``k``."""
+    return [i for i, step in enumerate(program) if any(a[0] == "in" and a[1] == k for a in step["args"])]
+
+
+def _fusable(node: Node) -> bool:
+    return (node.kind == OP and node.op.elementwise and node.op is not FusedElementwise
+            and node.dtype.is_floating_point)
+
+
+def _run(graph: Graph, report: PassReport) -> Graph:
+    users = graph.users()
+    roots = {id(n) for n in graph.roots()}
+    chain_of: dict[int, list[Node]] = {}          # id(tail node) -> the nodes of its chain, in order
+    for node in graph.nodes:
+        if not _fusable(node):
+            continue
+        for producer in dict.fromkeys(node.input_nodes):  # unique, in order
+            if (_fusable(producer) and producer.shape == node.shape and producer.dtype == node.dtype
+                    and id(producer) not in roots
+                    and all(u is node for u in users[id(producer)])):
+                chain = chain_of.pop(id(producer), [producer])
+                chain_of[id(node)] = chain + [node]
+                break
+    if not chain_of:
+        return graph
+
+    replaced: dict[int, Node] = {}
+    members: set[int] = set()
+    for chain in chain_of.values():
+        members.update(id(n) for n in chain[:-1])
+    new_nodes = []
+    for node in graph.nodes:
+        if id(node) in members:
+            continue
+        chain = chain_of.get(id(node))
+        if chain is not None:
+            node = _fuse(chain)
+            replaced[id(chain[-1])] = node
+            report.fused[node.name] = [n.name for n in chain]
+        if replaced:
+            node.inputs = tuple(replaced.get(id(x), x) if isinstance(x, Node) else x for x in node.inputs)
+        new_nodes.append(node)
+    graph.nodes = new_nodes
+    graph.outputs = [replaced.get(id(n), n) for n in graph.outputs]
+    graph.updates = {k: replaced.get(id(n), n) for k, n in graph.updates.items()}
+    return graph
+
+
+def _fuse(chain: list[Node]) -> Node:
+    """One node that runs ``chain`` (each node reads the previous one) as a program."""
+    inputs: list[Any] = []
+    program = []
+    previous = None
+    for node in chain:
+        args = []
+        for x in node.inputs:
+            if x is previous and previous is not None:
+                args.append(["prev"])
+            elif isinstance(x, Node):
+                if x not in inputs:
+                    inputs.append(x)
+                args.append(["in", inputs.index(x)])
+            else:
+                args.append(["lit", backend.host_scalar(x)])
+        program.append({"op": node.op.name, "args": args, "attrs": dict(node.attrs)})
+        previous = node
+    tail = chain[-1]
+    return Node(tail.name, OP, tail.shape, tail.dtype, tail.device, op=FusedElementwise,
+                inputs=tuple(inputs), attrs={"program": program}, phase=tail.phase, scope=tail.scope,
+                source=tail.source)
+
+
+def fuse_elementwise(graph: Graph) -> tuple[Graph, PassReport]:
+    return timed("FuseElementwise", _run, graph)

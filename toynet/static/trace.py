@@ -1,0 +1,299 @@
+"""Tracing: run the user's unchanged eager code on *lazy* tensors and write down every op as a Node.
+
+While a :class:`Tracer` is installed (``toynet.tensor.set_tracer``), :func:`toynet.tensor.apply` hands
+every op to :meth:`Tracer.apply` instead of computing it. The tracer
+
+* turns the op's inputs into lazy tensors: graph inputs are already lazy; an eager tensor that is
+  registered state (a parameter, a buffer, an optimizer slot) becomes a *state* node, read fresh on
+  every call; any other eager tensor becomes a *constant* node (OneFlow's "free eager tensor");
+* asks the op's shape rule for the output's shape and dtype (no data is computed);
+* appends a Node named ``<module path>-<op>-<k>`` and returns a lazy tensor that holds it;
+* records a ``GradFn`` exactly as Eager mode does, so ``loss.backward()`` inside ``build`` runs the
+  ordinary autograd engine, whose vjp rules, applied to lazy tensors, append the backward nodes.
+  That is all symbolic differentiation is here.
+
+Python control flow runs once, at trace time: ``if`` and ``for`` over *shapes* are fine, but code that
+needs a tensor's *values* (``.item()``, ``if loss > 0:``) cannot be traced and says why.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from typing import Any, Callable
+
+from .. import autograd
+from .. import backend
+from ..autograd import GradFn
+from ..ops import OPS, ShapeError
+from ..tensor import Tensor
+from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
+
+#: Callbacks told about every node any tracer adds (toynet.viz.record animates graph construction with it).
+NODE_OBSERVERS: list[Callable[[Node], None]] = []
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_source(max_frames: int = 1) -> str:
+    """Where the user's code called into toynet: ``file.py:12 in forward: y = self.fc(x)``.
+
+    Frames inside the toynet package are skipped, so the location is the user's line, not ours.
+    """
+    frame = sys._getframe(1)
+    found = []
+    while frame is not None and len(found) < max_frames:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep) and not filename.startswith("<frozen"):
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            found.append(f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}: {line}")
+        frame = frame.f_back
+    return " <- ".join(found)
+
+
+def lazy_tensor(node: Node, requires_grad: bool = False) -> Tensor:
+    t = Tensor.__new__(Tensor)
+    t.array = None
+    t.node = node
+    t.device = node.device
+    t.requires_grad = requires_grad
+    t.grad = None
+    t.grad_fn = None
+    t.name = None
+    return t
+
+
+class StateInfo:
+    """An eager tensor the graph reads and may update: its name in ``graph.state_dict()`` and its kind."""
+
+    __slots__ = ("name", "kind", "tensor")
+
+    def __init__(self, name: str, kind: str, tensor: Tensor):
+        self.name, self.kind, self.tensor = name, kind, tensor
+
+
+class Tracer:
+    """Builds a :class:`Graph` from ops applied while it is installed.
+
+    Args:
+        graph: the graph to fill.
+        states: ``id(eager tensor) -> StateInfo`` for every parameter and buffer of the graph's modules.
+        module_paths: ``id(module) -> "model.features.0"``, to name ops by the module they ran in.
+        on_module_call: told ``(phase, path, module, values)`` with phase "enter"/"exit" (for print(graph)).
+        on_node: told about every node added (the visualiser's construction recorder uses it).
+    """
+
+    def __init__(self, graph: Graph, states: dict[int, StateInfo], module_paths: dict[int, str],
+                 on_module_call: Callable | None = None, on_node: Callable | None = None,
+                 log_op: Callable | None = None):
+        self.graph = graph
+        self.states = states
+        self.module_paths = module_paths
+        self.on_module_call = on_module_call
+        self.on_node = on_node
+        self.log_op = log_op
+        self.phase = FORWARD
+        self.scopes: list[str] = []
+        self.op_count = 0
+        self.device: backend.Device | None = None
+        self._lazy_of: dict[int, Tensor] = {}        # id(eager tensor) -> its lazy stand-in
+        self._keep_alive: list[Tensor] = []           # eager tensors we hold ids of
+        #: State name -> the eager tensor that holds its value between calls.
+        self.state_tensors: dict[str, Tensor] = {}
+        self.backward_roots: list[Tensor] = []
+        self.allow_backward = False
+
+    # ------------------------------------------------------------------------------ nodes
+
+    @property
+    def scope(self) -> str:
+        return self.scopes[-1] if self.scopes else ""
+
+    def _check_device(self, device: backend.Device, what: str) -> None:
+        if self.device is None:
+            self.device = device
+        elif device != self.device:
+            raise RuntimeError(
+                f"nn.Graph {self.graph.name}: {what} is on {device} but the graph runs on {self.device}; "
+                "a graph runs on one device: move its modules and inputs with .to(device) before calling it")
+
+    def add_input(self, name: str, value: Tensor) -> Tensor:
+        self._check_device(value.device, f"input {name}")
+        node = self.graph.add(Node(name, INPUT, value.shape, value.dtype, value.device))
+        self.graph.inputs.append(node)
+        self._notify(node)
+        return lazy_tensor(node)
+
+    def add_state(self, name: str, kind: str, tensor: Tensor) -> Tensor:
+        """Make (once) the lazy stand-in of an eager state tensor."""
+        lazy = self._lazy_of.get(id(tensor))
+        if lazy is None:
+            self._check_device(tensor.device, f"{kind} {name}")
+            node = self.graph.add(Node(name, STATE, tensor.shape, tensor.dtype, tensor.device,
+                                       state_name=name, state_kind=kind, requires_grad=tensor.requires_grad))
+            lazy = lazy_tensor(node, requires_grad=tensor.requires_grad)
+            self._lazy_of[id(tensor)] = lazy
+            self._keep_alive.append(tensor)
+            self.state_tensors[name] = tensor
+            self._notify(node)
+        return lazy
+
+    def lazy(self, x: Tensor) -> Tensor:
+        """The lazy version of any tensor met while tracing."""
+        if x.node is not None:
+            return x
+        found = self._lazy_of.get(id(x))
+        if found is not None:
+            return found
+        info = self.states.get(id(x))
+        if info is not None:
+            return self.add_state(info.name, info.kind, x)
+        # A "free" eager tensor (made in build() or captured from outside): its value is baked in.
+        self._check_device(x.device, "a tensor created outside the graph's modules")
+        base = f"{self.scope}-FreeEagerTensor" if self.scope else "FreeEagerTensor"
+        node = self.graph.add(Node(f"{base}-{len(self._keep_alive)}", CONSTANT, x.shape, x.dtype, x.device,
+                                   value=x.array, phase=self.phase, scope=self.scope))
+        lazy = lazy_tensor(node)
+        self._lazy_of[id(x)] = lazy
+        self._keep_alive.append(x)
+        self._notify(node)
+        return lazy
+
+    def constant(self, array: Any, device: backend.Device, name: str = "constant") -> Tensor:
+        node = self.graph.add(Node(name, CONSTANT, array.shape, backend.dtype_of(array), device, value=array,
+                                   phase=self.phase, scope=self.scope))
+        self._notify(node)
+        return lazy_tensor(node)
+
+    def _notify(self, node: Node) -> None:
+        if self.on_node is not None:
+            self.on_node(node)
+        for observer in NODE_OBSERVERS:
+            observer(node)
+
+    # ------------------------------------------------------------------------------ ops
+
+    def apply(self, op: Any, inputs: tuple, attrs: dict) -> Tensor:
+        """Record ``op(*inputs, **attrs)`` as a node; return the lazy result (called by tensor.apply)."""
+        args = []
+        requires_grad = False
+        for x in inputs:
+            if isinstance(x, Tensor):
+                x = self.lazy(x)
+                requires_grad = requires_grad or x.requires_grad
+            args.append(x)
+        source = user_source()
+        try:
+            shape, dtype = op.infer(*args, **attrs)
+        except ShapeError as error:
+            raise ShapeError(f"{error}\n  while tracing nn.Graph {self.graph.name}, at {source}") from None
+        device = attrs["device"] if op.changes_device else (self.device or backend.CPU)
+        base = f"{self.scope}-{op.name}-{self.op_count}" if self.scope else f"{op.name}-{self.op_count}"
+        self.op_count += 1
+        node = self.graph.add(Node(base, OP, shape, dtype, device, op=op,
+                                   inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
+                                   attrs=attrs, phase=self.phase, scope=self.scope, source=source))
+        result = lazy_tensor(node)
+        if requires_grad and autograd._enabled:
+            result.requires_grad = True
+            result.grad_fn = GradFn(op, tuple(args), attrs, result._weakref() if op.saves_output else None)
+        if self.log_op is not None:
+            self.log_op(node)
+        self._notify(node)
+        return result
+
+    def full_like(self, t: Tensor, value: Any, dtype: Any) -> Tensor:
+        dtype = backend.to_dtype(dtype) if dtype is not None else t.dtype
+        device = t.device
+        array = device.xp.full(tuple(t.shape), value, dtype=dtype.array_dtype)
+        return self.constant(array, device, name=f"{self.scope}-constant" if self.scope else "constant")
+
+    def detach(self, t: Tensor) -> Tensor:
+        return lazy_tensor(t.node)
+
+    def assign(self, target: Tensor, value: Any) -> Tensor:
+        """``target.copy_(value)`` while tracing: the new value of a state, recorded as an update."""
+        lazy_target = self.lazy(target)
+        if not isinstance(value, Tensor):
+            value = self.constant(target.device.xp.full(tuple(target.shape), value,
+                                                        dtype=target.dtype.array_dtype), target.device)
+        value = self.lazy(value)
+        with autograd.no_grad():
+            if value.dtype is not lazy_target.dtype:
+                value = value.to(lazy_target.dtype)
+            if tuple(value.shape) != tuple(lazy_target.shape):
+                value = value.expand(*lazy_target.shape)
+        node = lazy_target.node
+        if node.kind == STATE:
+            self.graph.updates[node.state_name] = value.node
+            # Later reads of this state in the same trace see the new value.
+            self._lazy_of[id(target)] = lazy_tensor(value.node)
+        else:
+            lazy_target.node = value.node
+        return target
+
+    # ------------------------------------------------------------------------------ modules
+
+    def call_module(self, module: Any, args: tuple, kwargs: dict) -> Any:
+        path = self.module_paths.get(id(module))
+        if path is None:
+            return module.forward(*args, **kwargs)
+        if self.on_module_call is not None:
+            self.on_module_call("enter", path, module, args)
+        self.scopes.append(path)
+        try:
+            result = module.forward(*args, **kwargs)
+        finally:
+            self.scopes.pop()
+        if self.on_module_call is not None:
+            self.on_module_call("exit", path, module, result)
+        return result
+
+    # ------------------------------------------------------------------------------ backward
+
+    def backward(self, roots: list[Tensor], root_grads: list[Tensor], retain_graph: Any, create_graph: bool) -> None:
+        """``loss.backward()`` inside build: run the autograd engine on lazy tensors (symbolic autodiff)."""
+        if not self.allow_backward:
+            raise RuntimeError(
+                f"nn.Graph {self.graph.name}: backward() was called in build() but the graph has no optimizer "
+                "(OneFlow: 'job has no TrainConf when adding loss logical blob name'). A graph trains only when "
+                "you call self.add_optimizer(optimizer) in its __init__.")
+        if retain_graph:
+            raise RuntimeError("nn.Graph donot accept 'retain_graph' argument in backward() at the moment.")
+        if create_graph:
+            raise RuntimeError("nn.Graph donot accept 'create_graph' argument in backward() at the moment.")
+        for root in roots:
+            if root.numel() != 1:
+                raise RuntimeError(f"nn.Graph {self.graph.name}: backward() needs a scalar loss, got shape "
+                                   f"{tuple(root.shape)}; reduce it with .sum() or .mean() first")
+        self.backward_roots.extend(roots)
+        previous, self.phase = self.phase, BACKWARD
+        try:
+            autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False)
+        finally:
+            self.phase = previous
+
+    def gradients(self) -> dict[str, Tensor]:
+        """State name -> lazy gradient, for every state that received one in backward."""
+        grads = {}
+        for eager in self._keep_alive:
+            info = self.states.get(id(eager))
+            lazy = self._lazy_of.get(id(eager))
+            if info is not None and lazy is not None and lazy.grad is not None:
+                grads[info.name] = lazy.grad
+        return grads
+
+    def lazy_of_state(self, tensor: Tensor) -> Tensor | None:
+        return self._lazy_of.get(id(tensor))
+
+    def begin_optimizer(self) -> None:
+        self.phase = OPTIMIZER
+        self.scopes.append("")
+
+
+def cast_like(value: Tensor, target: Tensor) -> Tensor:
+    return value if value.dtype is target.dtype else value.to(target.dtype)
+
+
+__all__ = ["Tracer", "StateInfo", "lazy_tensor", "user_source", "OPS"]
