@@ -278,6 +278,14 @@ def from_host(data: Any, device: Device, dtype: DType | None = None) -> Any:
     return device.array_module.from_numpy(host)
 
 
+def as_device_value(value: Any, device: Device, dtype: DType | None = None) -> Any:
+    """``value`` ready to be written into an array of ``device``: numbers and device arrays pass
+    through, host data (NumPy arrays, lists) is copied to the device (CuPy refuses host arrays there)."""
+    if is_host_scalar(value) or (is_array(value) and not isinstance(value, numpy.ndarray)):
+        return value
+    return from_host(value, device, dtype)
+
+
 def to_device(array: Any, src: Device, dst: Device) -> Any:
     """Move an array from device ``src`` to device ``dst`` (through host memory if the types differ)."""
     if src == dst:

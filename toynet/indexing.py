@@ -64,4 +64,5 @@ def setitem(t: Any, index: Any, value: Any) -> None:
     spec, tensors = _split_index(t, index)
     it = iter(tensors)
     resolved = tuple(next(it).array if item == TENSOR_INDEX else item for item in spec)
-    t.array[resolved] = value.to(t.device).array if isinstance(value, Tensor) else value
+    t.array[resolved] = value.to(t.device).array if isinstance(value, Tensor) else \
+        backend.as_device_value(value, t.device, t.dtype)

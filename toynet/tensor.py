@@ -323,7 +323,7 @@ class Tensor:
                 src = src.to(self.device)
             value = src.array
         else:
-            value = src
+            value = backend.as_device_value(src, self.device, self.dtype)
         self.array[...] = value
         return self
 
