@@ -180,6 +180,8 @@ class CIFAR10:
                     name = wanted.get(posixpath.normpath(member.name))
                     if name is not None and member.isfile():
                         files[name] = load_restricted_pickle(tar.extractfile(member).read(), self._source(name))
+                        if len(files) == len(wanted):
+                            break  # the rest of the stream need not be decompressed
         except (tarfile.TarError, EOFError, OSError) as e:
             raise OSError(f"{archive} is not a readable .tar.gz archive ({e}); it may be truncated: "
                           f"get it again from {self.source_url}") from e

@@ -4,3 +4,5 @@ from .activation import ReLU, ReLU6, Sigmoid, Softmax, LogSoftmax, Tanh, Identit
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .linear import Flatten, Linear  # noqa: F401
 from .loss import CrossEntropyLoss, MSELoss  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
+from .dropout import Dropout  # noqa: F401

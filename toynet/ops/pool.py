@@ -1,0 +1,370 @@
+"""Pooling ops: max, average and adaptive average pooling over the last two axes of (N, C, H, W).
+
+A pooling window covers ``kernel_size`` pixels ("taps") of a padded input, like a convolution with
+no weights. Every kernel here loops over the taps: each tap's strided slice of the padded input is
+one array, so a 3x3 pool is 9 vectorised operations whatever the image size.
+
+Gradients, as ops of their own (no hidden state: everything is recomputed from the inputs):
+
+* ``max_pool2d_grad(x, g)``: each window's gradient goes to the position of its maximum (the first
+  one, in row-major order, on ties, as PyTorch does), found again from ``x``;
+  ``max_pool2d_select(x, h)`` reads ``h`` at those same positions. The two are adjoint, so each is
+  the other's vjp and second-order gradients flow through max pooling.
+* ``avg_pool2d_grad(g)`` spreads each window's gradient evenly over it; its vjp is ``avg_pool2d``.
+* ``adaptive_avg_pool2d`` averages over the windows PyTorch defines (start = floor(i*H/Ho),
+  end = ceil((i+1)*H/Ho)). That average is separable: ``A_h @ x @ A_w^T`` with two small
+  averaging matrices, whose transposes give the gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import backend
+from ._op import Op, ShapeError, register, require_float, shape_of
+from .conv_kernels import taps, window
+
+
+def _apply(name: str, *inputs: Any, **attrs: Any) -> Any:
+    from ..tensor import apply
+    from ._op import OPS
+    return apply(OPS[name], *inputs, **attrs)
+
+
+def pool_out_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool) -> int:
+    """PyTorch's output length; with ``ceil_mode`` a last, partial window counts if it starts inside
+    the input or its left padding."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    out = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1
+    return out
+
+
+def check_pool(op: str, x: Any, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False) -> tuple:
+    """Validate a pooling's input and settings; return the output shape (N, C, Ho, Wo)."""
+    shape = shape_of(x)
+    require_float(op, x)
+    if len(shape) != 4:
+        raise ShapeError(f"{op}: expected a 4-d input (N, C, H, W), got shape {shape}; add a batch "
+                         f"dimension with x.unsqueeze(0)")
+    for name, value, low in (("kernel_size", kernel_size, 1), ("stride", stride, 1), ("dilation", dilation, 1)):
+        if len(value) != 2 or any(v < low for v in value):
+            raise ShapeError(f"{op}: {name} must be two integers >= {low}, got {value}")
+    if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel_size)):
+        raise ShapeError(f"{op}: padding {padding} must be at most half the kernel size {kernel_size}")
+    out = tuple(pool_out_size(s, k, st, p, d, ceil_mode)
+                for s, k, st, p, d in zip(shape[2:], kernel_size, stride, padding, dilation))
+    if min(out) < 1:
+        raise ShapeError(f"{op}: a {kernel_size} window does not fit the input of shape {shape} padded by "
+                         f"{padding}; use a smaller kernel_size")
+    return shape[:2] + out
+
+
+def _padded(xp, x, padding, out_hw, kernel, stride, dilation, fill):
+    """``x`` inside a buffer filled with ``fill``, large enough for every window (ceil_mode included)."""
+    n, c, h, w = x.shape
+    rows = max(h + 2 * padding[0], (out_hw[0] - 1) * stride[0] + dilation[0] * (kernel[0] - 1) + 1)
+    cols = max(w + 2 * padding[1], (out_hw[1] - 1) * stride[1] + dilation[1] * (kernel[1] - 1) + 1)
+    if (rows, cols) == (h, w):
+        return x
+    buffer = xp.full((n, c, rows, cols), fill, dtype=x.dtype)
+    buffer[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w] = x
+    return buffer
+
+
+def _crop(xp, padded, padding, shape):
+    h, w = shape[2:]
+    return xp.ascontiguousarray(padded[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w])
+
+
+def _out_hw(x_shape, kernel_size, stride, padding, dilation, ceil_mode):
+    return tuple(pool_out_size(s, k, st, p, d, ceil_mode)
+                 for s, k, st, p, d in zip(x_shape[2:], kernel_size, stride, padding, dilation))
+
+
+# ----------------------------------------------------------------------------------------- max pool
+
+
+def window_argmax(xp, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """For every window, the index (0..kh*kw-1, row-major) of the tap holding its first maximum."""
+    out_hw = _out_hw(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    padded = _padded(xp, x, padding, out_hw, kernel_size, stride, dilation, -float("inf"))
+    best = which = None
+    for t, (i, j, rows, cols) in enumerate(taps(kernel_size, stride, dilation, out_hw)):
+        value = padded[:, :, rows, cols]
+        if t == 0:
+            best, which = value.copy(), xp.zeros(value.shape, dtype=backend.int64.array_dtype)
+        else:
+            better = value > best  # strictly greater: ties keep the earlier tap
+            xp.maximum(best, value, out=best)
+            which[better] = t
+    return which, padded, out_hw
+
+
+class _PoolOp(Op):
+    def infer(self, x, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+        return check_pool(self.name, x, kernel_size, stride, padding, dilation, ceil_mode), x.dtype
+
+
+@register
+class MaxPool2d(_PoolOp):
+    """The largest value in each window; the gradient goes to where that value was."""
+
+    name = "max_pool2d"
+
+    def forward(self, xp, x, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                ceil_mode=False):
+        out_hw = _out_hw(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+        n, c, h, w = x.shape
+        kh, kw = kernel_size
+        if kernel_size == stride and padding == (0, 0) and dilation == (1, 1) and (h, w) == (kh * out_hw[0], kw * out_hw[1]):
+            # Windows tile the image exactly: view it as (N, C, Ho, kh, Wo, kw) and reduce.
+            return x.reshape(n, c, out_hw[0], kh, out_hw[1], kw).max(axis=(3, 5))
+        padded = _padded(xp, x, padding, out_hw, kernel_size, stride, dilation, -float("inf"))
+        result = None
+        for i, j, rows, cols in taps(kernel_size, stride, dilation, out_hw):
+            if result is None:
+                result = padded[:, :, rows, cols].copy()
+            else:
+                xp.maximum(result, padded[:, :, rows, cols], out=result)
+        return result
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return (_apply("max_pool2d_grad", inputs[0], grad, **attrs),)
+
+
+@register
+class MaxPool2dGrad(Op):
+    """``dL/dx`` of max pooling: each window's gradient added at its argmax (recomputed from ``x``)."""
+
+    name = "max_pool2d_grad"
+    nondifferentiable = (0,)  # piecewise constant in x: where the maximum sits does not move smoothly
+
+    def forward(self, xp, x, g, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                ceil_mode=False):
+        which, padded, out_hw = window_argmax(xp, x, kernel_size, stride, padding, dilation, ceil_mode)
+        grad = xp.zeros(padded.shape, dtype=g.dtype)
+        zero = xp.zeros((), dtype=g.dtype)
+        for t, (i, j, rows, cols) in enumerate(taps(kernel_size, stride, dilation, out_hw)):
+            grad[:, :, rows, cols] += xp.where(which == t, g, zero)
+        return _crop(xp, grad, padding, x.shape)
+
+    def infer(self, x, g, **attrs):
+        expected = check_pool(self.name, x, attrs["kernel_size"], attrs["stride"], attrs["padding"],
+                              attrs.get("dilation", (1, 1)), attrs.get("ceil_mode", False))
+        if shape_of(g) != expected:
+            raise ShapeError(f"{self.name}: gradient of shape {shape_of(g)} given for an output of shape {expected}")
+        return shape_of(x), g.dtype
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return None, _apply("max_pool2d_select", inputs[0], grad, **attrs)
+
+
+@register
+class MaxPool2dSelect(Op):
+    """``h`` read, for each window of ``x``, at the position of the window's maximum: the adjoint of
+    ``max_pool2d_grad`` in its gradient argument (so each is the other's vjp)."""
+
+    name = "max_pool2d_select"
+    nondifferentiable = (0,)
+
+    def forward(self, xp, x, h, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                ceil_mode=False):
+        which, padded, out_hw = window_argmax(xp, x, kernel_size, stride, padding, dilation, ceil_mode)
+        source = _padded(xp, h, padding, out_hw, kernel_size, stride, dilation, 0)
+        result = xp.zeros(which.shape, dtype=h.dtype)
+        for t, (i, j, rows, cols) in enumerate(taps(kernel_size, stride, dilation, out_hw)):
+            hit = which == t
+            result[hit] = source[:, :, rows, cols][hit]
+        return result
+
+    def infer(self, x, h, **attrs):
+        if shape_of(h) != shape_of(x):
+            raise ShapeError(f"{self.name}: h of shape {shape_of(h)} must have the input's shape {shape_of(x)}")
+        return check_pool(self.name, x, attrs["kernel_size"], attrs["stride"], attrs["padding"],
+                          attrs.get("dilation", (1, 1)), attrs.get("ceil_mode", False)), h.dtype
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return None, _apply("max_pool2d_grad", inputs[0], grad, **attrs)
+
+
+# ------------------------------------------------------------------------------------- average pool
+
+
+def avg_divisor(xp, x_shape, kernel_size, stride, padding, out_hw, count_include_pad, divisor_override, dtype):
+    """What each window's sum is divided by: a number when all windows agree, else an (Ho, Wo) array.
+
+    PyTorch's rule: a window counts the padding it covers (``count_include_pad``) but never the part
+    that ``ceil_mode`` lets hang past the padding; without ``count_include_pad`` only real pixels count.
+    The count is (rows counted) * (columns counted), so two short lists describe it.
+    """
+    if divisor_override:
+        return float(divisor_override)
+    counts = []
+    for size, k, s, p, n_out in zip(x_shape[2:], kernel_size, stride, padding, out_hw):
+        axis = []
+        for o in range(n_out):
+            start = o * s - p
+            end = min(start + k, size + p)
+            if not count_include_pad:
+                start, end = max(start, 0), min(end, size)
+            axis.append(end - start)
+        counts.append(axis)
+    rows, cols = counts
+    if len(set(rows)) == 1 and len(set(cols)) == 1:
+        return float(rows[0] * cols[0])
+    return xp.asarray([[r * c for c in cols] for r in rows], dtype=dtype)
+
+
+def _tiles(x_shape, kernel_size, stride, padding, out_hw) -> bool:
+    """Windows tile the image exactly: no overlap, no padding, nothing left over."""
+    return (tuple(kernel_size) == tuple(stride) and tuple(padding) == (0, 0)
+            and tuple(x_shape[2:]) == (kernel_size[0] * out_hw[0], kernel_size[1] * out_hw[1]))
+
+
+class _AvgPoolOp(Op):
+    def infer(self, x, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), ceil_mode=False,
+              count_include_pad=True, divisor_override=None):
+        return check_pool(self.name, x, kernel_size, stride, padding, (1, 1), ceil_mode), x.dtype
+
+
+@register
+class AvgPool2d(_AvgPoolOp):
+    """The mean of each window (see :func:`avg_divisor` for what "mean" divides by at the borders)."""
+
+    name = "avg_pool2d"
+
+    def forward(self, xp, x, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+        out_hw = _out_hw(x.shape, kernel_size, stride, padding, (1, 1), ceil_mode)
+        if _tiles(x.shape, kernel_size, stride, padding, out_hw) and not divisor_override:
+            n, c = x.shape[:2]
+            return x.reshape(n, c, out_hw[0], kernel_size[0], out_hw[1], kernel_size[1]).mean(axis=(3, 5))
+        padded = _padded(xp, x, padding, out_hw, kernel_size, stride, (1, 1), 0)
+        total = None
+        for i, j, rows, cols in taps(kernel_size, stride, (1, 1), out_hw):
+            if total is None:
+                total = padded[:, :, rows, cols].copy()
+            else:
+                total += padded[:, :, rows, cols]
+        total /= avg_divisor(xp, x.shape, kernel_size, stride, padding, out_hw, count_include_pad,
+                             divisor_override, x.dtype)
+        return total
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return (_apply("avg_pool2d_grad", grad, input_shape=tuple(inputs[0].shape), **attrs),)
+
+
+@register
+class AvgPool2dGrad(Op):
+    """``dL/dx`` of average pooling: each window's gradient, divided like the forward, spread over the
+    window. Linear in ``g``, and its adjoint is ``avg_pool2d`` itself, which is therefore its vjp."""
+
+    name = "avg_pool2d_grad"
+
+    def forward(self, xp, g, input_shape=(), kernel_size=(1, 1), stride=(1, 1), padding=(0, 0),
+                ceil_mode=False, count_include_pad=True, divisor_override=None):
+        n, c, h, w = input_shape
+        out_hw = g.shape[2:]
+        share = g / avg_divisor(xp, input_shape, kernel_size, stride, padding, out_hw, count_include_pad,
+                                divisor_override, g.dtype)
+        if _tiles(input_shape, kernel_size, stride, padding, out_hw):
+            dx = xp.empty(input_shape, dtype=g.dtype)
+            dx.reshape(n, c, out_hw[0], kernel_size[0], out_hw[1], kernel_size[1])[...] = \
+                share[:, :, :, None, :, None]
+            return dx
+        empty = xp.empty((n, c, h, w), dtype=g.dtype)
+        padded = _padded(xp, empty, padding, out_hw, kernel_size, stride, (1, 1), 0)
+        padded[...] = 0
+        for i, j, rows, cols in taps(kernel_size, stride, (1, 1), out_hw):
+            padded[:, :, rows, cols] += share
+        return _crop(xp, padded, padding, input_shape)
+
+    def infer(self, g, input_shape=(), **attrs):
+        x_meta = _Meta(tuple(input_shape), g.dtype)
+        expected = check_pool(self.name, x_meta, attrs["kernel_size"], attrs["stride"], attrs["padding"],
+                              (1, 1), attrs.get("ceil_mode", False))
+        if shape_of(g) != expected:
+            raise ShapeError(f"{self.name}: gradient of shape {shape_of(g)} given for an output of shape {expected}")
+        return tuple(input_shape), g.dtype
+
+    def vjp(self, grad, inputs, output, input_shape=(), **attrs):
+        return (_apply("avg_pool2d", grad, **attrs),)
+
+
+class _Meta:
+    """Just a shape and a dtype, for reusing a shape rule without a tensor."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+# ---------------------------------------------------------------------------- adaptive average pool
+
+
+def averaging_matrix(xp, size: int, out: int, dtype) -> Any:
+    """(out, size) matrix whose row i averages PyTorch's window floor(i*size/out) .. ceil((i+1)*size/out)."""
+    matrix = xp.zeros((out, size), dtype=dtype)
+    for i in range(out):
+        start, end = (i * size) // out, -(-((i + 1) * size) // out)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return matrix
+
+
+@register
+class AdaptiveAvgPool2d(Op):
+    """Average pooling to a fixed ``output_size`` (Ho, Wo), whatever the input's size.
+
+    ``y = A_h @ x @ A_w^T`` with two averaging matrices; the common cases take shortcuts: a global
+    mean for (1, 1), and a reshape when the sizes divide.
+    """
+
+    name = "adaptive_avg_pool2d"
+
+    def forward(self, xp, x, output_size=(1, 1)):
+        n, c, h, w = x.shape
+        ho, wo = output_size
+        if (ho, wo) == (1, 1):
+            return x.mean(axis=(2, 3), keepdims=True)
+        if h % ho == 0 and w % wo == 0:
+            return x.reshape(n, c, ho, h // ho, wo, w // wo).mean(axis=(3, 5))
+        return averaging_matrix(xp, h, ho, x.dtype) @ x @ averaging_matrix(xp, w, wo, x.dtype).T
+
+    def infer(self, x, output_size=(1, 1)):
+        shape = shape_of(x)
+        require_float(self.name, x)
+        if len(shape) != 4:
+            raise ShapeError(f"{self.name}: expected a 4-d input (N, C, H, W), got shape {shape}")
+        if len(output_size) != 2 or min(output_size) < 1:
+            raise ShapeError(f"{self.name}: output_size must be two positive integers, got {output_size}")
+        return shape[:2] + tuple(output_size), x.dtype
+
+    def vjp(self, grad, inputs, output, output_size=(1, 1)):
+        return (_apply("adaptive_avg_pool2d_grad", grad, input_shape=tuple(inputs[0].shape)),)
+
+
+@register
+class AdaptiveAvgPool2dGrad(Op):
+    """``dL/dx`` of adaptive average pooling: ``A_h^T @ g @ A_w``; its vjp is the forward pooling."""
+
+    name = "adaptive_avg_pool2d_grad"
+
+    def forward(self, xp, g, input_shape=()):
+        n, c, h, w = input_shape
+        ho, wo = g.shape[2:]
+        if (ho, wo) == (1, 1) or (h % ho == 0 and w % wo == 0):
+            kh, kw = h // ho, w // wo
+            dx = xp.empty(input_shape, dtype=g.dtype)
+            dx.reshape(n, c, ho, kh, wo, kw)[...] = (g * (1.0 / (kh * kw)))[:, :, :, None, :, None]
+            return dx
+        return averaging_matrix(xp, h, ho, g.dtype).T @ g @ averaging_matrix(xp, w, wo, g.dtype)
+
+    def infer(self, g, input_shape=()):
+        if len(input_shape) != 4 or shape_of(g)[:2] != tuple(input_shape[:2]):
+            raise ShapeError(f"{self.name}: gradient of shape {shape_of(g)} does not fit input shape "
+                             f"{tuple(input_shape)}")
+        return tuple(input_shape), g.dtype
+
+    def vjp(self, grad, inputs, output, input_shape=()):
+        return (_apply("adaptive_avg_pool2d", grad, output_size=tuple(inputs[0].shape[2:])),)
