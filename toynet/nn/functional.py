@@ -118,3 +118,73 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
             running_mean.copy_(running_mean * (1 - momentum) + mean * momentum)
             running_var.copy_(running_var * (1 - momentum) + var * (momentum * (count / (count - 1))))
     return y
+
+
+# ------------------------------------------------------------------------- convolution and pooling
+
+
+def _pair(value: Any, name: str) -> tuple[int, int]:
+    """``3`` -> ``(3, 3)``; ``(3, 1)`` stays. PyTorch accepts both for every 2-d size argument."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value, value)
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return (int(value[0]), int(value[1]))
+    raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1, groups: int = 1) -> Tensor:
+    """2-d convolution of ``input`` (N, C, H, W) with ``weight`` (O, C/groups, kh, kw), plus ``bias`` (O,).
+
+    ``padding`` is an int, a pair, ``"valid"`` (none) or ``"same"`` (output as large as the input;
+    stride 1 only; when the kernel needs an odd total padding, the extra row/column goes at the end,
+    as in PyTorch).
+    """
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    crop = (0, 0)
+    if padding == "valid":
+        padding = (0, 0)
+    elif padding == "same":
+        if stride != (1, 1):
+            raise ValueError("conv2d: padding='same' needs stride 1; give the padding as numbers instead")
+        totals = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+        padding = tuple((t + 1) // 2 for t in totals)
+        crop = tuple(t % 2 for t in totals)  # odd total: pad one more in front, then drop that output
+    else:
+        padding = _pair(padding, "padding")
+    inputs = (input, weight) if bias is None else (input, weight, bias)
+    y = apply(OPS["conv2d"], *inputs, stride=stride, padding=padding, dilation=dilation, groups=int(groups))
+    return y[:, :, crop[0]:, crop[1]:] if crop != (0, 0) else y
+
+
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Tensor:
+    """The maximum of each ``kernel_size`` window (``stride`` defaults to ``kernel_size``)."""
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices=True is not supported in toynet; the "
+                                  "gradient recomputes where each maximum is, so no indices are needed")
+    kernel_size = _pair(kernel_size, "kernel_size")
+    return apply(OPS["max_pool2d"], input, kernel_size=kernel_size,
+                 stride=kernel_size if stride is None else _pair(stride, "stride"),
+                 padding=_pair(padding, "padding"), dilation=_pair(dilation, "dilation"), ceil_mode=bool(ceil_mode))
+
+
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """The mean of each ``kernel_size`` window (``stride`` defaults to ``kernel_size``)."""
+    kernel_size = _pair(kernel_size, "kernel_size")
+    return apply(OPS["avg_pool2d"], input, kernel_size=kernel_size,
+                 stride=kernel_size if stride is None else _pair(stride, "stride"),
+                 padding=_pair(padding, "padding"), ceil_mode=bool(ceil_mode),
+                 count_include_pad=bool(count_include_pad),
+                 divisor_override=None if divisor_override is None else int(divisor_override))
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
+    """Average-pool to ``output_size`` (an int, a pair, or a pair with ``None`` = keep that size)."""
+    if isinstance(output_size, int):
+        output_size = (output_size, output_size)
+    if not isinstance(output_size, (tuple, list)) or len(output_size) != 2:
+        raise TypeError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got {output_size!r}")
+    size = tuple(int(input.shape[-2 + i]) if s is None else int(s) for i, s in enumerate(output_size))
+    return apply(OPS["adaptive_avg_pool2d"], input, output_size=size)

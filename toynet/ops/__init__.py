@@ -5,5 +5,5 @@ Importing this package registers them all. Both designs use this one table: Eage
 """
 
 from ._op import OPS, Op, ShapeError, register  # noqa: F401
-from . import elementwise, reduce, shape, linalg, loss, conv  # noqa: F401  (registers the ops)
+from . import elementwise, reduce, shape, linalg, loss, conv, pool  # noqa: F401  (registers the ops)
 from . import norm, random  # noqa: F401,E402  (batch norm, dropout)

@@ -6,3 +6,5 @@ from .linear import Flatten, Linear  # noqa: F401
 from .loss import CrossEntropyLoss, MSELoss  # noqa: F401
 from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
+from .conv import Conv2d  # noqa: F401
+from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
