@@ -30,7 +30,7 @@ Two ways to walk the graph backwards are here, side by side:
   The fit still converges because ``(4e*x, 3e)`` points downhill too (its dot product with the true
   gradient is ``8e²x² + 6e² > 0``), but it walks a different path and stops at a different point on
   the line of perfect fits ``w*x + b = y``: about w=1.43, b=0.57, where true gradient descent (which
-  keeps ``w - b`` fixed when x=1) reaches w=1.5, b=0.5. A shared *leaf* (``w * w``) is harmless:
+  keeps ``w - b`` fixed when x=1) heads for w=1.5, b=0.5. A shared *leaf* (``w * w``) is harmless:
   leaves receive their shares but never pass them on.
 * :meth:`Tensor.backward_topological`, the fix: order the nodes so that every node comes after all
   of its consumers, then let each node pass its gradient on exactly once, when it is complete.
