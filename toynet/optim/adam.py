@@ -24,7 +24,7 @@ class Adam(Optimizer):
 
     The averages start at zero, so early on they are biased towards zero; dividing by ``1 - β^t``
     corrects that. *t* is a 0-d float32 tensor, so ``β1 ** t`` is a tensor op and the same rule runs on
-    the lazy tensors of Graph mode.
+    the lazy tensors of Graph mode (``lr`` is then a 0-d tensor too).
     """
 
     slot_names = {"step": "step", "exp_avg": "m", "exp_avg_sq": "v", "max_exp_avg_sq": "max_v"}
@@ -68,7 +68,11 @@ class Adam(Optimizer):
         second_moment = exp_avg_sq
         if group["amsgrad"]:
             second_moment = new_state["max_exp_avg_sq"] = state["max_exp_avg_sq"].maximum(exp_avg_sq)
-        bias_correction1 = 1 - beta1 ** step
-        bias_correction2 = 1 - beta2 ** step
-        denom = second_moment.sqrt() / bias_correction2.sqrt() + group["eps"]
-        return param - (lr / bias_correction1) * (exp_avg / denom), new_state
+        # 1 - β^t keeps few digits in float32 when β is close to 1 (float32(0.999) is already off by 1e-8,
+        # a relative 1e-5 of 1 - β), so the two 0-d corrections are computed in float64, as PyTorch does
+        # on the host, and cast back before they meet the parameter-sized tensors.
+        t = step.to(backend.float64)
+        step_size = (lr / (1 - beta1 ** t)).to(param.dtype)
+        bias_correction2_sqrt = (1 - beta2 ** t).sqrt().to(param.dtype)
+        denom = second_moment.sqrt() / bias_correction2_sqrt + group["eps"]
+        return param - step_size * (exp_avg / denom), new_state
