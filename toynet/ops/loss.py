@@ -42,3 +42,99 @@ class MseLoss(Op):
         d = (a - b) * (grad * scale)
         return (d if getattr(a, "requires_grad", False) else None,
                 -d if getattr(b, "requires_grad", False) else None)
+
+
+def _check_indices(op: str, dtype: backend.DType, hint: str = "") -> None:
+    if dtype.is_floating_point or dtype is backend.bool_:
+        raise ShapeError(f"{op}: needs integer class indices (int64), got a {dtype} tensor; convert it with "
+                         f".long().{hint}")
+
+
+@register
+class OneHot(Op):
+    """Class indices to indicator vectors: ``out[..., k, ...] = (target == k)`` along a new dimension
+    ``dim`` of size ``num_classes``. Indices outside ``[0, num_classes)`` give an all-zero vector (which
+    is how ``cross_entropy`` drops ignored targets). No gradient: indices are not differentiable."""
+
+    name = "one_hot"
+    nondifferentiable = (0,)
+
+    def forward(self, xp, target, num_classes=0, dim=-1, dtype=backend.int64):
+        _check_indices(self.name, backend.dtype_of(target))
+        ndim = target.ndim + 1
+        axis = dim % ndim
+        classes = xp.arange(num_classes).reshape((num_classes,) + (1,) * (ndim - 1 - axis))
+        return (xp.expand_dims(target, axis) == classes).astype(dtype.array_dtype)
+
+    def infer(self, target, num_classes=0, dim=-1, dtype=backend.int64):
+        shape = shape_of(target)
+        _check_indices(self.name, target.dtype)
+        if num_classes < 1:
+            raise ShapeError(f"one_hot: num_classes must be at least 1, got {num_classes}")
+        if not -(len(shape) + 1) <= dim <= len(shape):
+            raise ShapeError(f"one_hot: dim {dim} is out of range for a result with {len(shape) + 1} dimensions")
+        axis = dim % (len(shape) + 1)
+        return shape[:axis] + (num_classes,) + shape[axis:], dtype
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return (None,)
+
+
+@register
+class CrossEntropy(Op):
+    """Softmax cross-entropy of ``logits`` ``(N, C, *d)`` against class indices ``target`` ``(N, *d)``.
+
+    Per element, ``loss = logsumexp(logits) - logits[target]`` over the class dimension 1, computed
+    after shifting the logits by their maximum so ``exp`` never overflows. Targets equal to
+    ``ignore_index`` contribute nothing, and ``reduction="mean"`` divides by the number of the others
+    (as PyTorch). vjp: ``(softmax(logits) - one_hot(target)) * g``, divided by that count for the mean.
+    """
+
+    name = "cross_entropy"
+    nondifferentiable = (1,)
+
+    def forward(self, xp, logits, target, reduction="mean", ignore_index=-100):
+        _check_reduction(self.name, reduction)  # eager mode runs infer only after a failure
+        classes = logits.shape[1]
+        valid = target != ignore_index
+        out_of_range = valid & ((target < 0) | (target >= classes))
+        if xp.any(out_of_range):  # cheap next to the logits: the target has C times fewer elements
+            bad = int(target[out_of_range][0])
+            raise IndexError(f"cross_entropy: target holds class index {bad}, outside [0, {classes}) for logits "
+                             f"with {classes} classes (or set ignore_index={bad} to skip such targets)")
+        shifted = logits - xp.max(logits, axis=1, keepdims=True)
+        log_total = xp.log(xp.sum(xp.exp(shifted), axis=1))
+        picked = xp.take_along_axis(shifted, xp.expand_dims(xp.where(valid, target, 0), 1), axis=1)
+        losses = xp.where(valid, log_total - picked[:, 0], 0)
+        if reduction == "none":
+            return losses
+        total = xp.sum(losses)
+        if reduction == "sum":
+            return full_reduction(xp, total)
+        return full_reduction(xp, total / xp.sum(valid).astype(losses.dtype))
+
+    def infer(self, logits, target, reduction="mean", ignore_index=-100):
+        _check_reduction(self.name, reduction)
+        require_float(self.name, logits)
+        ls, ts = shape_of(logits), shape_of(target)
+        _check_indices(self.name, target.dtype,
+                       " Soft (probability) targets of the logits' shape are not supported." if ts == ls else "")
+        if len(ls) < 2:
+            raise ShapeError(f"cross_entropy: logits must have shape (N, C) or (N, C, d1, ...), got {ls}")
+        expected = ls[:1] + ls[2:]
+        if ts != expected:
+            raise ShapeError(f"cross_entropy: logits of shape {ls} need a target of shape {expected} (one class "
+                             f"index per sample, without the class dimension 1), got {ts}")
+        return (expected if reduction == "none" else ()), logits.dtype
+
+    def vjp(self, grad, inputs, output, reduction="mean", ignore_index=-100):
+        from ..tensor import apply
+
+        logits, target = inputs
+        valid = (target != ignore_index).to(logits.dtype)        # 1 for counted targets, 0 for ignored
+        if reduction == "mean":
+            valid = valid * (grad / valid.sum())
+        else:                                                      # "sum": grad is 0-d; "none": per element
+            valid = valid * grad
+        hot = apply(OneHot, target, num_classes=logits.shape[1], dim=1, dtype=logits.dtype)
+        return (logits.softmax(1) - hot) * valid.unsqueeze(1), None

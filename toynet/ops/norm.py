@@ -1,0 +1,267 @@
+"""Batch normalisation as a few fused ops, so a BatchNorm layer costs a handful of passes over its input.
+
+For an input ``x`` of shape ``(N, C, *spatial)`` every channel ``c`` is normalised with a mean and a
+variance taken over the ``M = N * prod(spatial)`` values of that channel, then scaled and shifted::
+
+    xhat = (x - mean) / sqrt(var + eps)          y = weight * xhat + bias
+
+In training mode ``mean`` and ``var`` are the batch's own (biased) statistics, so they depend on ``x``
+and the gradient must flow through them too. Written with generic ops (mean, var, sub, mul...) that
+costs about ten passes over the activation forward and backward; MobileNetV2 has ~50 such layers, so
+toynet instead uses four ops that each read the activation once or twice:
+
+``batch_norm_stats(x)``
+    the per-channel ``[mean, var]`` as a ``(2, C)`` tensor (two passes: sum, then squares of the
+    centred values, which is numerically stable where ``E[x^2] - E[x]^2`` is not);
+``batch_norm(x, mean, var[, weight, bias])``
+    ``y = x * scale + shift`` with per-channel ``scale = weight / sqrt(var + eps)`` and
+    ``shift = bias - mean * scale``. With ``training=True``, ``mean`` and ``var`` must be the batch
+    statistics of ``x``; the vjp then includes the path through them, in closed form::
+
+        gx = weight * invstd / M * (M * g - sum(g) - xhat * sum(g * xhat))
+
+    and ``mean``/``var`` themselves get no gradient. With ``training=False`` they are constants
+    (the running statistics) and ``gx = g * weight * invstd``;
+``batch_norm_grad_stats(g, x, mean)`` and ``batch_norm_grad_input(...)``
+    the backward-only ops the vjp uses: the two per-channel sums, then ``gx``.
+
+The sums are written with ``einsum``, which reduces ``(N, C, L)`` to ``(C,)`` without a temporary
+array and is faster than ``sum`` over axes (0, 2) in NumPy (CuPy provides it too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._op import Op, ShapeError, register, require_float, result_dtype, shape_of
+
+
+def _channels(xp: Any, x: Any) -> Any:
+    """View ``(N, C, *spatial)`` as ``(N, C, L)``: every per-channel reduction becomes ``ncl -> c``."""
+    return xp.reshape(x, (x.shape[0], x.shape[1], -1))
+
+
+def _column(v: Any) -> Any:
+    """A per-channel vector ``(C,)`` as ``(C, 1)``, which broadcasts against ``(N, C, L)``."""
+    return v.reshape(-1, 1)
+
+
+def _count(shape: tuple) -> int:
+    """M: how many values each channel's statistics are taken over."""
+    m = 1
+    for i, d in enumerate(shape):
+        if i != 1:
+            m *= d
+    return m
+
+
+def _check_input(op: str, x: Any) -> tuple:
+    shape = shape_of(x)
+    require_float(op, x)
+    if len(shape) < 2:
+        raise ShapeError(f"{op}: expected an input of shape (N, C) or (N, C, *spatial), got shape {shape}")
+    return shape
+
+
+def _check_channel_vector(op: str, what: str, v: Any, channels: int, x_shape: tuple) -> None:
+    if shape_of(v) != (channels,):
+        raise ShapeError(f"{op}: {what} has shape {shape_of(v)} but the input {x_shape} has {channels} channels "
+                         f"(dimension 1); {what} must have shape ({channels},)")
+
+
+def _needs_grad(x: Any) -> bool:
+    return getattr(x, "requires_grad", False)
+
+
+def _reduce_dims(x: Any) -> tuple:
+    """Every dimension but the channel dimension 1."""
+    return (0,) + tuple(range(2, x.ndim))
+
+
+def _keepdim_shape(x: Any) -> tuple:
+    """``(1, C, 1, ...)``: how a per-channel tensor broadcasts against ``x`` in toynet ops."""
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+@register
+class BatchNormStats(Op):
+    """Per-channel batch statistics of ``x`` ``(N, C, *spatial)``: a ``(2, C)`` tensor holding the mean
+    (row 0) and the biased variance ``mean((x - mean)^2)`` (row 1).
+
+    vjp: d mean / dx = 1/M, d var / dx = 2 (x - mean) / M, per channel.
+    """
+
+    name = "batch_norm_stats"
+
+    def forward(self, xp, x):
+        x3 = _channels(xp, x)
+        m = _count(x.shape)
+        mean = xp.einsum("ncl->c", x3) / m
+        centered = x3 - _column(mean)
+        var = xp.einsum("ncl,ncl->c", centered, centered) / m
+        return xp.stack([mean, var])
+
+    def infer(self, x):
+        shape = _check_input(self.name, x)
+        return (2, shape[1]), x.dtype
+
+    def vjp(self, grad, inputs, output, **attrs):
+        x = inputs[0]
+        shape = _keepdim_shape(x)
+        m = _count(x.shape)
+        mean = x.mean(_reduce_dims(x)).reshape(shape)   # recomputed, so that it is differentiable too
+        grad_mean, grad_var = grad[0].reshape(shape), grad[1].reshape(shape)
+        return (grad_mean * (1.0 / m) + (x - mean) * grad_var * (2.0 / m),)
+
+
+@register
+class BatchNorm(Op):
+    """``y = (x - mean) / sqrt(var + eps) * weight + bias`` per channel (dimension 1 of ``x``).
+
+    Inputs: ``x`` ``(N, C, *spatial)``, ``mean`` and ``var`` ``(C,)``, then optionally ``weight`` and
+    ``bias`` ``(C,)`` (both or neither). With ``training=True`` the vjp treats ``mean``/``var`` as the
+    batch statistics of ``x`` (see the module docstring); with ``training=False`` as constants.
+    """
+
+    name = "batch_norm"
+    nondifferentiable = (1, 2)
+
+    def forward(self, xp, x, mean, var, weight=None, bias=None, eps=1e-5, training=True):
+        scale = 1.0 / xp.sqrt(var + eps)
+        if weight is not None:
+            scale = scale * weight
+        shift = -mean * scale
+        if bias is not None:
+            shift = shift + bias
+        y = xp.multiply(_channels(xp, x), _column(scale))
+        y += _column(shift)
+        return y.reshape(x.shape)
+
+    def infer(self, x, mean, var, weight=None, bias=None, eps=1e-5, training=True):
+        shape = _check_input(self.name, x)
+        named = [("mean", mean), ("var", var)] + ([("weight", weight), ("bias", bias)] if weight is not None else [])
+        for what, v in named:
+            _check_channel_vector(self.name, what, v, shape[1], shape)
+        return shape, result_dtype(*(v for _, v in named), x)
+
+    def vjp(self, grad, inputs, output, eps=1e-5, training=True):
+        from ..autograd import is_grad_enabled
+
+        x, mean, var, weight, bias = inputs if len(inputs) == 5 else (*inputs, None, None)
+        if is_grad_enabled():
+            # create_graph=True: the gradient itself will be differentiated, so build it from
+            # differentiable toynet ops (the readable version of the maths below).
+            grads = _vjp_differentiable(grad, x, mean, var, weight, eps, training)
+        else:
+            grads = _vjp_fused(grad, x, mean, var, weight, eps, training)
+        grad_x, grad_w, grad_b = grads
+        if weight is None:
+            return grad_x, None, None
+        return grad_x, None, None, grad_w, grad_b
+
+
+def _vjp_fused(grad: Any, x: Any, mean: Any, var: Any, weight: Any, eps: float, training: bool) -> tuple:
+    """The fast vjp: one op for the two per-channel sums, one op for ``gx`` (about 7 passes in all)."""
+    from ..tensor import apply
+
+    want_x, want_affine = _needs_grad(x), weight is not None and (_needs_grad(weight) or _needs_grad(bias))
+    sums = None
+    if want_affine or (want_x and training):
+        sums = apply(BatchNormGradStats, grad, x, mean)   # [sum(g), sum(g * (x - mean))]
+    grad_x = grad_w = grad_b = None
+    if want_x:
+        if training:
+            extra = (weight,) if weight is not None else ()
+            grad_x = apply(BatchNormGradInput, grad, x, mean, var, sums, *extra, eps=eps)
+        else:
+            scale = (var + eps).rsqrt() if weight is None else (var + eps).rsqrt() * weight
+            grad_x = grad * scale.reshape(_keepdim_shape(x))
+    if want_affine:
+        grad_w = sums[1] * (var + eps).rsqrt()              # sum(g * xhat)
+        grad_b = sums[0]
+    return grad_x, grad_w, grad_b
+
+
+def _vjp_differentiable(grad: Any, x: Any, mean: Any, var: Any, weight: Any, eps: float, training: bool) -> tuple:
+    """The same gradients written with generic toynet ops, so they can be differentiated again.
+
+    In training mode the statistics are recomputed from ``x`` with a differentiable op: the saved
+    ``mean``/``var`` inputs are constants to autograd, but their dependence on ``x`` matters for the
+    second derivative.
+    """
+    from ..tensor import apply
+
+    shape, dims = _keepdim_shape(x), _reduce_dims(x)
+    if training:
+        stats = apply(BatchNormStats, x)
+        mean, var = stats[0], stats[1]
+    invstd = (var + eps).rsqrt().reshape(shape)
+    xhat = (x - mean.reshape(shape)) * invstd
+    grad_xhat = grad * weight.reshape(shape) if weight is not None else grad
+    if training:
+        grad_x = invstd * (grad_xhat - grad_xhat.mean(dims, keepdim=True)
+                           - xhat * (grad_xhat * xhat).mean(dims, keepdim=True))
+    else:
+        grad_x = grad_xhat * invstd
+    if weight is None:
+        return grad_x, None, None
+    return grad_x, (grad * xhat).sum(dims), grad.sum(dims)
+
+
+@register
+class BatchNormGradStats(Op):
+    """Backward helper: the per-channel sums ``[sum(g), sum(g * (x - mean))]`` as a ``(2, C)`` tensor.
+
+    The first is the bias gradient; the second, times ``invstd``, the weight gradient ``sum(g * xhat)``.
+    """
+
+    name = "batch_norm_grad_stats"
+    nondifferentiable = (0, 1, 2)
+
+    def forward(self, xp, grad, x, mean):
+        g3 = _channels(xp, grad)
+        sum_g = xp.einsum("ncl->c", g3)
+        centered = _channels(xp, x) - _column(mean)
+        sum_g_centered = xp.einsum("ncl,ncl->c", g3, centered)
+        return xp.stack([sum_g, sum_g_centered])
+
+    def infer(self, grad, x, mean):
+        shape = _check_input(self.name, x)
+        return (2, shape[1]), result_dtype(grad, x, mean)
+
+    def vjp(self, grad, inputs, output, **attrs):
+        raise NotImplementedError("batch_norm_grad_stats is used only when the gradient is not itself "
+                                  "differentiated; batch_norm's vjp uses generic ops under create_graph=True")
+
+
+@register
+class BatchNormGradInput(Op):
+    """Backward helper: the training-mode input gradient of batch norm, in closed form::
+
+        gx = k1 * (g - sum(g)/M - (x - mean) * invstd^2 * sum(g (x - mean))/M),  k1 = weight * invstd
+
+    computed as ``g * k1 + x * k2 + k3`` with per-channel constants (four passes over the data).
+    Inputs: ``grad, x, mean, var, sums`` (from ``batch_norm_grad_stats``) and optionally ``weight``.
+    """
+
+    name = "batch_norm_grad_input"
+    nondifferentiable = (0, 1, 2, 3, 4, 5)
+
+    def forward(self, xp, grad, x, mean, var, sums, weight=None, eps=1e-5):
+        m = _count(x.shape)
+        invstd = 1.0 / xp.sqrt(var + eps)
+        k1 = invstd if weight is None else invstd * weight
+        k2 = -k1 * invstd * invstd * sums[1] / m
+        k3 = -k1 * sums[0] / m - k2 * mean
+        gx = xp.multiply(_channels(xp, grad), _column(k1))
+        gx += xp.multiply(_channels(xp, x), _column(k2))
+        gx += _column(k3)
+        return gx.reshape(x.shape)
+
+    def infer(self, grad, x, mean, var, sums, weight=None, eps=1e-5):
+        shape = _check_input(self.name, x)
+        return shape, result_dtype(grad, x, mean, var, *(() if weight is None else (weight,)))
+
+    def vjp(self, grad, inputs, output, **attrs):
+        raise NotImplementedError("batch_norm_grad_input is used only when the gradient is not itself "
+                                  "differentiated; batch_norm's vjp uses generic ops under create_graph=True")
