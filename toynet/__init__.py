@@ -36,5 +36,6 @@ class cuda:  # noqa: N801  (a namespace, as flow.cuda / torch.cuda)
 __version__ = "0.1.0"
 
 from . import nn  # noqa: E402,F401
+from . import viz  # noqa: E402,F401
 from . import optim, utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401

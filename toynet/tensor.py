@@ -275,6 +275,13 @@ class Tensor:
         from .printing import tensor_repr
         return tensor_repr(self)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        """In a notebook, a tensor with a grad_fn also shows its autograd graph (see toynet.viz.jupyter)."""
+        if self.grad_fn is None or self.node is not None:
+            return None
+        from .viz.jupyter import tensor_mimebundle
+        return tensor_mimebundle(self, include, exclude)
+
     def __iter__(self) -> Iterator["Tensor"]:
         for i in range(len(self)):
             yield self[i]

@@ -61,8 +61,14 @@ def walk_grad_fns(roots: Sequence[Tensor]) -> tuple[list[Tensor], dict[int, Appl
 
 def eager_picture(order: Sequence[Tensor], made_by: dict[int, Application], name_of: Callable[[Any], str],
                   roots: Sequence[Tensor] = (), *, show_values: bool = False, show_grads: bool = False,
-                  show_saved: bool = False, show_attrs: bool = True, literals: str = "node") -> Picture:
-    """The picture of ``order`` (tensors, inputs first) and the applications that made them."""
+                  show_saved: bool = False, show_attrs: bool = True, literals: str = "node",
+                  origin: dict[str, int] | None = None) -> Picture:
+    """The picture of ``order`` (tensors, inputs first) and the applications that made them.
+
+    ``origin``, if given, is filled with ``picture node id -> index in order`` of the tensor each node
+    belongs to (an op and its literals belong to the op's result), which is what an animation needs
+    to show the picture tensor by tensor.
+    """
     if literals not in ("node", "inline"):
         raise ValueError(f"literals must be 'node' (small nodes) or 'inline' (in the op's label), got {literals!r}")
     picture = Picture()
@@ -71,16 +77,19 @@ def eager_picture(order: Sequence[Tensor], made_by: dict[int, Application], name
     freed = False
     for index, tensor in enumerate(order):
         tid = f"t{index}"
+        made = [tid]  # the picture nodes that belong to this tensor
         app = made_by.get(id(tensor))
         if app is not None:
             freed |= app.inputs is None
             op_id = f"op{index}"
+            made.append(op_id)
             picture.add_node(_op_node(op_id, app, tensor_ids, name_of, show_attrs, show_saved, literals))
             for j, x in enumerate(app.inputs or ()):
                 if isinstance(x, Tensor):
                     picture.add_edge(tensor_ids[id(x)], op_id)
                 elif literals == "node":
                     lit_id = f"{op_id}_arg{j}"
+                    made.append(lit_id)
                     picture.add_node(VNode(lit_id, [labels.number_text(x)], "literal"))
                     picture.add_edge(lit_id, op_id)
         tensor_ids[id(tensor)] = tid
@@ -90,6 +99,8 @@ def eager_picture(order: Sequence[Tensor], made_by: dict[int, Application], name
         if id(tensor) in root_ids:
             picture.add_mark(tid, "output")
             picture.anchors.append(tid)
+        if origin is not None:
+            origin.update((node_id, index) for node_id in made)
     if freed:
         picture.notes.append("backward() freed what the ops kept, so the graph ends here; call "
                              "loss.backward(retain_graph=True) to draw it after backward.")

@@ -23,8 +23,11 @@ def user_namespaces() -> list[Mapping[str, Any]]:
     frame = sys._getframe(1)
     while frame is not None and _is_toynet(frame.f_globals.get("__name__", "")):
         frame = frame.f_back
-    if frame is None:
-        return []
+    return frame_namespaces(frame) if frame is not None else []
+
+
+def frame_namespaces(frame: Any) -> list[Mapping[str, Any]]:
+    """A frame's locals then globals (just globals at module level, where they are the same dict)."""
     if frame.f_locals is frame.f_globals:
         return [frame.f_globals]
     return [frame.f_locals, frame.f_globals]

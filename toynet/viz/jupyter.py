@@ -1,0 +1,73 @@
+"""Notebook display: a tensor with a ``grad_fn`` and a static Graph show themselves as pictures.
+
+``Tensor._repr_mimebundle_`` and ``Graph._repr_mimebundle_`` call the functions here. Big graphs are
+folded or cut to :data:`MAX_NODES` nodes (with a note), so displaying a model's loss stays fast.
+If ``dot`` is missing, a notebook falls back to the plain text repr, after one warning that says how
+to install it. Set ``toynet.viz.jupyter.enabled = False`` to get plain text reprs only.
+"""
+
+from __future__ import annotations
+
+import html
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from .names import notebook_namespaces
+from .render import INSTALL_HELP, GraphvizNotInstalled, to_svg
+
+#: Show pictures in notebooks at all.
+enabled = True
+#: Node budget of an automatic display (``draw(..., max_nodes=None)`` draws everything).
+MAX_NODES = 60
+
+_warned = False
+
+
+def tensor_mimebundle(tensor: Any, include: Iterable[str] | None = None,
+                      exclude: Iterable[str] | None = None) -> dict | None:
+    """The tensor's text plus a picture of its autograd graph; None (plain repr) without a grad_fn."""
+    if not enabled or tensor.grad_fn is None:
+        return None
+    from . import draw
+
+    drawing = draw(tensor, max_nodes=MAX_NODES, show_values=True, namespaces=notebook_namespaces())
+    svg = _svg(drawing)
+    if svg is None:
+        return None
+    text = repr(tensor)
+    bundle = {"text/plain": text, "text/html": f"<pre>{html.escape(text)}</pre>\n{svg}", "image/svg+xml": svg}
+    return _filter(bundle, include, exclude)
+
+
+def graph_mimebundle(graph: Any, include: Iterable[str] | None = None,
+                     exclude: Iterable[str] | None = None) -> dict | None:
+    """A static graph as a picture (folded by module when big)."""
+    if not enabled:
+        return None
+    from . import draw
+
+    svg = _svg(draw(graph, max_nodes=MAX_NODES))
+    if svg is None:
+        return None
+    return _filter({"text/plain": repr(graph), "image/svg+xml": svg}, include, exclude)
+
+
+def _svg(drawing: Any) -> str | None:
+    global _warned
+    try:
+        svg = to_svg(drawing)
+    except GraphvizNotInstalled:
+        if not _warned:
+            _warned = True
+            warnings.warn(INSTALL_HELP, stacklevel=3)
+        return None
+    return svg[svg.find("<svg"):]
+
+
+def _filter(bundle: dict, include: Iterable[str] | None, exclude: Iterable[str] | None) -> dict:
+    if include:
+        bundle = {k: v for k, v in bundle.items() if k in set(include)}
+    if exclude:
+        bundle = {k: v for k, v in bundle.items() if k not in set(exclude)}
+    return bundle

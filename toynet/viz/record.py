@@ -1,0 +1,351 @@
+"""Recording a graph while the user's code builds it: one frame per step, for a GIF or a notebook player.
+
+::
+
+    with flow.viz.record() as rec:
+        x = flow.ones(1, 5)
+        w = flow.randn(5, 3, requires_grad=True)
+        b = flow.randn(1, 3, requires_grad=True)
+        z = flow.matmul(x, w) + b          # one statement, two ops: one step
+        y = flow.zeros(1, 3)
+        l = flow.sum(1/2 * (z - y) ** 2)
+    rec.to_gif("build.gif")                # or rec.player() in a notebook
+
+How it watches, in Eager mode:
+
+* **ops**: the recorder is an observer in ``toynet.tensor._observers``; :func:`toynet.tensor.apply`
+  calls ``observer(op, inputs, attrs, result)`` after every eager op.
+* **new tensors** that are not op results (``flow.ones``, ``flow.randn``) and **variable names**: at
+  each new statement of the ``with`` block (a line-trace function set on that one frame only, not on
+  the functions it calls) the recorder looks at the frame's variables.
+
+Steps: ``group="statement"`` (default) makes one step per statement that changed the graph, with
+consecutive tensor-creating statements (``x``, ``w``, ``b``) merged into one step unless
+``merge_creations=False``; ``group="op"`` makes one step per op. ``rec.step("label")`` merges every
+step since the previous ``rec.step`` into one step with that label (to group as a tutorial does).
+
+Graph mode (the interface for ``toynet.static``'s tracer): while a recording is active, the recorder
+is also in ``toynet.tensor._observers`` with a method ``on_node(node, graph=None)``. A tracer that
+calls ``on_node`` for each :class:`~toynet.static.Node` it adds (for every observer that has the
+method) lets the recording show the static graph being traced; consecutive nodes with the same
+``(phase, source)`` form one step. If any node was reported, the frames show the static graph only.
+
+Every frame is the *final* picture with the nodes that did not exist yet drawn invisibly
+(``style=invis``): dot then places every node at the same spot in every frame, so nothing jumps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import autograd
+from ..static.ir import Graph, Node
+from ..tensor import Tensor
+from .dot import to_digraph
+from .draw_eager import Application, eager_picture
+from .draw_static import static_picture
+from .model import Picture
+from .names import Namer, find_names, frame_namespaces
+from .render import Drawing
+from .source import StatementIndex
+
+# The module, not the function `toynet.tensor` that shadows it as an attribute of the package.
+tensor_module = importlib.import_module("toynet.tensor")
+
+
+@dataclass
+class Frame:
+    """One step of a recording: what was run (``source``, ``lineno``) and the picture after it."""
+
+    index: int
+    label: str
+    source: str
+    lineno: int | None
+    drawing: Drawing
+    added: tuple[str, ...] = ()
+
+    @property
+    def dot(self) -> str:
+        """The DOT source of this frame."""
+        return self.drawing.source
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        return self.drawing._repr_mimebundle_(include, exclude)
+
+
+@dataclass
+class _Step:
+    label: str
+    source: str
+    lineno: int | None
+    count: int                 # tensors (eager) or nodes (static) present after the step
+    ops: int = 0               # ops run during the step (0: it only created tensors)
+    manual: bool = False
+
+
+class Recorder:
+    """Records the eager (or traced) graph step by step; use it through :func:`record`."""
+
+    def __init__(self, group: str = "statement", merge_creations: bool = True,
+                 names: Mapping[str, Any] | None = None, include_backward: bool = False, **draw_options: Any):
+        if group not in ("statement", "op"):
+            raise ValueError(f"group must be 'statement' or 'op', got {group!r}; use rec.step(label) to group "
+                             "steps by hand")
+        self.group = group
+        self.merge_creations = merge_creations
+        self.include_backward = include_backward
+        self.names = names
+        self.draw_options = draw_options
+        self._layout = {k: draw_options.pop(k) for k in ("rankdir", "legend") if k in draw_options}
+        self._tensors: list[Tensor] = []
+        self._index: dict[int, int] = {}
+        self._made_by: dict[int, Application] = {}
+        self._bound: dict[int, str] = {}
+        self._preexisting: set[int] = set()
+        self._steps: list[_Step] = []          # eager steps; counts are tensors
+        self._static_steps: list[_Step] = []   # Graph-mode steps; counts are nodes
+        self._ops_pending = 0
+        self._nodes: list[Node] = []
+        self._graph: Graph | None = None
+        self._final_names: dict[int, str] = {}
+        self._frame: Any = None
+        self._statements: StatementIndex | None = None
+        self._statement: tuple[int, int] | None = None
+        self._previous_trace: Any = None
+        self._frames: list[Frame] | None = None
+
+    # ---------------------------------------------------------------------------- the block
+
+    def __enter__(self) -> Recorder:  # noqa: PYI034  (Self needs Python 3.11)
+        frame = sys._getframe(1)
+        self._frame = frame
+        self._statements = StatementIndex(frame.f_code.co_filename)
+        self._preexisting = {id(v) for v in frame.f_locals.values() if isinstance(v, Tensor)}
+        tensor_module._observers.append(self)
+        self._previous_trace = sys.gettrace()
+        sys.settrace(_trace_nothing)   # line events need a global trace function...
+        frame.f_trace = self._on_line  # ...but only this frame is traced line by line
+        frame.f_trace_lines = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._scan_variables()
+            self._close_step()
+            self._final_names = find_names(frame_namespaces(self._frame))  # module paths: model.weight
+        finally:
+            self._frame.f_trace = None
+            sys.settrace(self._previous_trace)
+            if self in tensor_module._observers:
+                tensor_module._observers.remove(self)
+            self._frame = None
+            self._frames = None
+
+    def _on_line(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and frame is self._frame:
+            statement = self._statements.span(frame.f_lineno)
+            if statement != self._statement:
+                self._scan_variables()
+                self._close_step()
+                self._statement = statement
+        return self._on_line
+
+    # --------------------------------------------------------------------- what is watched
+
+    def __call__(self, op: Any, inputs: tuple, attrs: dict, result: Tensor) -> None:
+        """The observer toynet.tensor.apply calls after every eager op."""
+        if not self.include_backward and not autograd._enabled and _inside_backward():
+            return
+        for x in inputs:
+            if isinstance(x, Tensor):
+                self._add(x)
+        self._made_by[id(result)] = Application(op, inputs, attrs, result)
+        self._add(result)
+        self._ops_pending += 1
+        if self.group == "op":
+            self._close_step(label=op.describe(**attrs))
+
+    def on_node(self, node: Node, graph: Graph | None = None) -> None:
+        """For Graph mode's tracer: ``node`` was just added (to ``graph``, if given)."""
+        if graph is not None:
+            self._graph = graph
+        if self._nodes and self._last_node_key() != (node.phase, node.source):
+            self._close_static_step()
+        self._nodes.append(node)
+
+    def step(self, label: str) -> None:
+        """Merge every step since the previous ``rec.step`` (or the start) into one step called ``label``."""
+        self._scan_variables()
+        self._close_step()
+        if self._nodes:
+            self._close_static_step()
+        steps = self._static_steps if self._nodes else self._steps
+        first = max((i + 1 for i, s in enumerate(steps) if s.manual), default=0)
+        merged = steps[first:]
+        if not merged:
+            return
+        steps[first:] = [_Step(label, "\n".join(s.source for s in merged if s.source), merged[0].lineno,
+                               merged[-1].count, sum(s.ops for s in merged), manual=True)]
+        self._frames = None
+
+    # ------------------------------------------------------------------------------ steps
+
+    def _add(self, t: Tensor) -> None:
+        if id(t) not in self._index:
+            self._index[id(t)] = len(self._tensors)
+            self._tensors.append(t)
+
+    def _scan_variables(self) -> None:
+        """New tensors bound to the block's variables (created without an op) and their names."""
+        if self._frame is None:
+            return
+        for name, value in list(self._frame.f_locals.items()):
+            if not isinstance(value, Tensor) or name.startswith("_"):
+                continue
+            if id(value) not in self._index and id(value) not in self._preexisting:
+                self._add(value)
+            if id(value) in self._index:
+                self._bound.setdefault(id(value), name)
+
+    def _close_step(self, label: str | None = None) -> None:
+        if len(self._tensors) == (self._steps[-1].count if self._steps else 0):
+            return
+        span = self._statement
+        if self._frame is not None and (span is None or self.group == "op"):
+            span = self._statements.span(self._frame.f_lineno)
+        source = self._statements.text(span) if span else ""
+        step = _Step(label or source, source, span[0] if span else None, len(self._tensors), self._ops_pending)
+        self._ops_pending = 0
+        previous = self._steps[-1] if self._steps else None
+        if (self.merge_creations and self.group == "statement" and step.ops == 0 and previous is not None
+                and previous.ops == 0 and not previous.manual):
+            previous.label = previous.source = previous.source + "\n" + source
+            previous.count = step.count
+        else:
+            self._steps.append(step)
+        self._frames = None
+
+    def _last_node_key(self) -> tuple:
+        return (self._nodes[-1].phase, self._nodes[-1].source)
+
+    def _close_static_step(self) -> None:
+        done = self._static_steps[-1].count if self._static_steps else 0
+        if len(self._nodes) == done:
+            return
+        phase, source = self._last_node_key()
+        new = self._nodes[done:]
+        label = source or f"{phase}: " + ", ".join(n.op_name for n in new[:4]) + (" ..." if len(new) > 4 else "")
+        self._static_steps.append(_Step(label, source, None, len(self._nodes)))
+        self._frames = None
+
+    # ----------------------------------------------------------------------------- frames
+
+    @property
+    def frames(self) -> list[Frame]:
+        """One :class:`Frame` per step (built when first asked for)."""
+        if self._frames is None:
+            if self._nodes:
+                self._close_static_step()
+            self._frames = self._static_frames() if self._nodes else self._eager_frames()
+        return self._frames
+
+    def _eager_frames(self) -> list[Frame]:
+        namer = Namer(self.names, [])
+
+        def name_of(t: Any) -> str:  # explicit or tensor.name, then the name bound first, then model.weight
+            return namer(t) or self._bound.get(id(t), "") or self._final_names.get(id(t), "")
+
+        origin: dict[str, int] = {}
+        picture = eager_picture(self._tensors, self._made_by, name_of, origin=origin, **self.draw_options)
+        return self._build_frames(picture, self._steps, lambda count: {n for n, i in origin.items() if i < count})
+
+    def _static_frames(self) -> list[Frame]:
+        graph = self._graph if self._graph is not None else _graph_of(self._nodes)
+        picture, ids = static_picture(graph, **self.draw_options)
+
+        def present(count: int) -> set[str]:
+            names = {n.name for n in self._nodes[:count]}
+            names |= {x.name for n in self._nodes[:count] for x in n.input_nodes}
+            shown = {ids[name] for name in names if name in ids}
+            # literal nodes and update edges' targets belong to the ops that read or write them
+            shown |= {e.tail for e in picture.edges if e.head in shown and picture.nodes[e.tail].role == "literal"}
+            return shown
+
+        return self._build_frames(picture, self._static_steps, present)
+
+    def _build_frames(self, picture: Picture, steps: list[_Step], present: Any) -> list[Frame]:
+        legend_items = picture.roles() + ["highlight"]
+        frames, before = [], set()
+        for index, step in enumerate(steps):
+            now = present(step.count)
+            added = tuple(n for n in picture.nodes if n in now and n not in before)
+            drawing = to_digraph(picture, hidden=set(picture.nodes) - now, highlight=added,
+                                 legend_items=legend_items, **self._layout)
+            frames.append(Frame(index, step.label, step.source, step.lineno, drawing, added))
+            before = now
+        return frames
+
+    # ------------------------------------------------------------------------------ output
+
+    def to_gif(self, path: str, fps: float = 1.0, duration: float | None = None, captions: bool = True,
+               loop: int = 0) -> str:
+        """Save the frames as an animated GIF (see :func:`toynet.viz.gif.to_gif`)."""
+        from .gif import to_gif
+        return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop)
+
+    def player(self, interval: int = 1000) -> Any:
+        """A notebook widget: Play, a step slider, the step's source line and the graph as SVG."""
+        from .player import Player
+        return Player(self.frames, interval=interval)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        frames = self.frames
+        return frames[-1]._repr_mimebundle_(include, exclude) if frames else {"text/plain": repr(self)}
+
+    def __repr__(self) -> str:
+        return f"<toynet.viz.Recorder: {len(self._static_steps if self._nodes else self._steps)} steps>"
+
+
+def record(group: str = "statement", merge_creations: bool = True, names: Mapping[str, Any] | None = None,
+           include_backward: bool = False, **draw_options: Any) -> Recorder:
+    """Record the graph the ``with`` block builds; see the module docstring.
+
+    ``draw_options`` are those of :func:`toynet.viz.draw` that make sense per frame: ``rankdir``,
+    ``legend``, ``show_values``, ``show_saved``, ``show_attrs``, ``literals`` (and for Graph mode
+    ``phases``, ``show_names``). ``include_backward=True`` also records the ops ``backward()`` runs.
+    """
+    return Recorder(group, merge_creations, names, include_backward, **draw_options)
+
+
+def _trace_nothing(frame: Any, event: str, arg: Any) -> None:
+    """The global trace function: trace no new frame (only the recorded block's frame is traced)."""
+    return
+
+
+def _inside_backward() -> bool:
+    """Is this op part of ``backward()`` (a vjp rule running), rather than the user's program?"""
+    code = autograd.run_backward.__code__
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _graph_of(nodes: list[Node]) -> Graph:
+    """A Graph holding the reported nodes (and the inputs and state they read), in order."""
+    graph = Graph("recorded")
+    seen: set[int] = set()
+    for node in nodes:
+        for x in list(node.input_nodes) + [node]:
+            if id(x) not in seen:
+                seen.add(id(x))
+                graph.nodes.append(x)
+                if x.kind == "input":
+                    graph.inputs.append(x)
+    return graph
