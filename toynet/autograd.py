@@ -149,12 +149,14 @@ def _reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
 
 
 def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool,
-                 create_graph: bool, capture: Sequence[Any] | None = None) -> list[Any] | None:
+                 create_graph: bool, capture: Sequence[Any] | None = None,
+                 on_vjp: Any = None) -> list[Any] | None:
     """Propagate ``root_grads`` from ``roots`` to the leaves.
 
     Without ``capture``, gradients are accumulated into the ``.grad`` of every leaf that requires
     grad (``loss.backward()``). With ``capture`` (a list of tensors), nothing is accumulated; the
     gradient reaching each captured tensor is returned instead (``toynet.autograd.grad``).
+    ``on_vjp(fn)`` is told which record's vjp runs next (Graph mode names backward nodes after it).
     """
     global _enabled
     grads: dict[int, Any] = {}           # id(grad_fn) -> gradient of that grad_fn's output
@@ -191,6 +193,8 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                     "backward through a graph a second time: its saved tensors were freed after the "
                     "first backward. Pass retain_graph=True to the first backward() to keep them.")
             output = outputs.pop(id(fn), None) if fn.output_ref is not None else None
+            if on_vjp is not None:
+                on_vjp(fn)
             input_grads = fn.op.vjp(grad, fn.inputs, output, **fn.attrs)
             for x, g in zip(fn.inputs, input_grads):
                 if g is None or not getattr(x, "requires_grad", False):

@@ -38,6 +38,7 @@ from .. import autograd, backend
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
 from ..static.passes import PASS_NAMES, optimize
+from ..static.serialize import save_graph
 from ..static.trace import StateInfo, Tracer
 from ..tensor import Tensor, set_tracer
 from .graph_debug import DebugPrinter
@@ -80,13 +81,16 @@ class CompiledGraph:
     """Everything one compilation produced, for one input signature."""
 
     def __init__(self, key: Any, traced: StaticGraph, optimized: StaticGraph, reports: list, plan: Plan,
-                 state_tensors: list[Tensor], record: OutlineRecorder, seconds: float):
+                 states: dict[str, Tensor], record: OutlineRecorder, seconds: float):
         self.key = key
+        #: State name -> the eager tensor holding it (parameters, buffers, optimizer slots, train step).
+        self.states = states
+        #: The same tensors in the order the plan takes them.
+        self.state_tensors = [states[name] for name in plan.state_names]
         self.traced = traced
         self.optimized = optimized
         self.reports = reports
         self.plan = plan
-        self.state_tensors = state_tensors
         self.record = record
         self.seconds = seconds
 
@@ -203,6 +207,10 @@ class Graph(GraphStateMixin):
                 names.setdefault(id(p), pname)
         return names
 
+    def _toynet_save_(self, path: Any) -> None:
+        """``toynet.save(graph, dir)``: export the compiled forward graph and its state for deployment."""
+        save_graph(self, path)
+
     # ------------------------------------------------------------------------------ debug
 
     def debug(self, v_level: int = 0, *, ranks: Any = None, max_py_stack_depth: int = 2,
@@ -272,7 +280,8 @@ class Graph(GraphStateMixin):
         for binding in self._optimizers:
             for group, lr_tensor in zip(binding.optimizer.param_groups, binding.lr_tensors):
                 lr_tensor.array[...] = group["lr"]
-        inputs = [t.array for t in _flatten_tensors((args, kwargs))]
+        inputs = [t.array for t in args] if not kwargs and all(type(a) is Tensor for a in args) \
+            else [t.array for t in _flatten_tensors((args, kwargs))]
         states = [t.array for t in compiled.state_tensors]
         outputs = compiled.plan.run(inputs, states)
         device = compiled.plan.device
@@ -340,9 +349,8 @@ class Graph(GraphStateMixin):
         debug.log(0, f"{debug.tag} end compiling plan and init graph rumtime.")
         debug.log(0, f"{debug.tag} compiling plan Done! Cost time: "
                      f"{round(time.perf_counter() - compile_start, 2)}s.\n")
-        by_name = tracer.state_tensors
-        return CompiledGraph(key, graph, optimized, reports, plan, [by_name[n] for n in plan.state_names],
-                             record, time.perf_counter() - start)
+        return CompiledGraph(key, graph, optimized, reports, plan, dict(tracer.state_tensors), record,
+                             time.perf_counter() - start)
 
     def _trace_optimizers(self, tracer: Tracer) -> None:
         """Append the optimizers' update nodes (and the train-step counter) to the traced graph."""
@@ -351,8 +359,10 @@ class Graph(GraphStateMixin):
         names = self._parameter_names()
         tracer.begin_optimizer()
         with autograd.no_grad():
+            tracer.scopes.append("System-Train-TrainStep")
             step = tracer.add_state("System-Train-TrainStep", "system", self._train_step_tensor(device))
             tracer.graph.updates["System-Train-TrainStep"] = (step + 1).node
+            tracer.scopes.pop()
             for i, binding in enumerate(self._optimizers):
                 optimizer = binding.optimizer
                 if len(binding.lr_tensors) != len(optimizer.param_groups) or (
@@ -378,10 +388,12 @@ class Graph(GraphStateMixin):
                         slots = optimizer.slot_names
                         lazy_state = {k: tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", v)
                                       for k, v in state.items()}
+                        tracer.scopes.append(name)  # update ops are named after their parameter
                         new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
                         tracer.assign(p, new_param)
                         for k, v in new_state.items():
                             tracer.assign(state[k], v)
+                        tracer.scopes.pop()
 
     def _train_step_tensor(self, device: backend.Device) -> Tensor:
         if self._train_step is None or self._train_step.device != device:
@@ -399,6 +411,10 @@ def _tensor_module():
 
 def _signature(args: tuple, kwargs: dict) -> Any:
     """What a compiled plan depends on: every tensor's shape, dtype and device, every other value."""
+    if not kwargs and all(type(a) is Tensor and a.node is None for a in args):
+        # The common call, graph(x, y): cheap enough to run on every call.
+        return tuple((a.array.shape, a.array.dtype, a.device) for a in args)
+
     def sig(v: Any) -> Any:
         if isinstance(v, Tensor):
             return ("T", tuple(v.shape), v.dtype.name, str(v.device))

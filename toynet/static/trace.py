@@ -103,6 +103,8 @@ class Tracer:
         self.state_tensors: dict[str, Tensor] = {}
         self.backward_roots: list[Tensor] = []
         self.allow_backward = False
+        self._node_of_fn: dict[int, Node] = {}   # id(GradFn) -> the forward node it differentiates
+        self._grad_of: Node | None = None         # while backward runs: the node whose vjp is emitting
 
     # ------------------------------------------------------------------------------ nodes
 
@@ -183,21 +185,26 @@ class Tracer:
                 x = self.lazy(x)
                 requires_grad = requires_grad or x.requires_grad
             args.append(x)
-        source = user_source()
+        if self.phase == BACKWARD and self._grad_of is not None:
+            # A backward node belongs to the module of the forward op it differentiates.
+            scope, source = self._grad_of.scope, f"grad of {self._grad_of.name}"
+        else:
+            scope, source = self.scope, user_source()
         try:
             shape, dtype = op.infer(*args, **attrs)
         except ShapeError as error:
             raise ShapeError(f"{error}\n  while tracing nn.Graph {self.graph.name}, at {source}") from None
         device = attrs["device"] if op.changes_device else (self.device or backend.CPU)
-        base = f"{self.scope}-{op.name}-{self.op_count}" if self.scope else f"{op.name}-{self.op_count}"
+        base = f"{scope}-{op.name}-{self.op_count}" if scope else f"{op.name}-{self.op_count}"
         self.op_count += 1
         node = self.graph.add(Node(base, OP, shape, dtype, device, op=op,
                                    inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
-                                   attrs=attrs, phase=self.phase, scope=self.scope, source=source))
+                                   attrs=attrs, phase=self.phase, scope=scope, source=source))
         result = lazy_tensor(node)
         if requires_grad and autograd._enabled:
             result.requires_grad = True
             result.grad_fn = GradFn(op, tuple(args), attrs, result._weakref() if op.saves_output else None)
+            self._node_of_fn[id(result.grad_fn)] = node
         if self.log_op is not None:
             self.log_op(node)
         self._notify(node)
@@ -270,9 +277,14 @@ class Tracer:
         self.backward_roots.extend(roots)
         previous, self.phase = self.phase, BACKWARD
         try:
-            autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False)
+            autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False,
+                                  on_vjp=self._on_vjp)
         finally:
             self.phase = previous
+            self._grad_of = None
+
+    def _on_vjp(self, fn: GradFn) -> None:
+        self._grad_of = self._node_of_fn.get(id(fn))
 
     def gradients(self) -> dict[str, Tensor]:
         """State name -> lazy gradient, for every state that received one in backward."""
@@ -289,7 +301,6 @@ class Tracer:
 
     def begin_optimizer(self) -> None:
         self.phase = OPTIMIZER
-        self.scopes.append("")
 
 
 def cast_like(value: Tensor, target: Tensor) -> Tensor:

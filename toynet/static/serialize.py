@@ -1,0 +1,214 @@
+"""Deployment: save a compiled graph with its parameters, and load it back without the model's code.
+
+``toynet.save(graph, "model_dir")`` writes a checkpoint directory (see toynet.serialization) of kind
+``"graph"``: ``structure.json`` holds the graph itself, node by node (op names, inputs, attributes,
+shapes), and ``arrays.npz`` holds the values of its state (parameters, buffers) and constants. Ops are
+stored by name and found again in toynet's op table, so loading needs toynet, not the Python classes
+that defined the model. No pickle anywhere.
+
+What is saved is the graph's *forward* computation of its outputs, as traced (before the optimisation
+passes, which run again when the graph is loaded). A training graph's backward and update nodes are
+not part of a deployment.
+
+``toynet.load("model_dir")`` returns a :class:`DeployedGraph`, which you call like the original graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import backend, serialization
+from ..ops import OPS
+from ..tensor import Tensor
+from .compile import Plan
+from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
+from .passes import optimize
+from .passes.dce import live_nodes
+
+KIND = "graph"
+
+
+# ------------------------------------------------------------------------------ attribute values
+
+
+def encode_value(value: Any) -> Any:
+    """An op attribute (or literal input) as JSON: tuples, slices, dtypes and devices are tagged."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return {"float": repr(value)} if value != value or value in (float("inf"), float("-inf")) else value
+    if isinstance(value, tuple):
+        return {"tuple": [encode_value(v) for v in value]}
+    if isinstance(value, list):
+        return [encode_value(v) for v in value]
+    if isinstance(value, dict):
+        return {"dict": [[k, encode_value(v)] for k, v in value.items()]}
+    if isinstance(value, slice):
+        return {"slice": [encode_value(value.start), encode_value(value.stop), encode_value(value.step)]}
+    if value is Ellipsis:
+        return {"ellipsis": True}
+    if isinstance(value, backend.DType):
+        return {"dtype": value.name}
+    if isinstance(value, backend.Device):
+        return {"device": str(value)}
+    if backend.is_host_scalar(value):
+        return encode_value(backend.host_scalar(value))
+    raise TypeError(f"cannot save the attribute value {value!r} ({type(value).__name__}) in a graph")
+
+
+def decode_value(value: Any) -> Any:
+    if isinstance(value, list):
+        return [decode_value(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    (tag, payload), = value.items()
+    if tag == "tuple":
+        return tuple(decode_value(v) for v in payload)
+    if tag == "dict":
+        return {k: decode_value(v) for k, v in payload}
+    if tag == "slice":
+        return slice(*(decode_value(v) for v in payload))
+    if tag == "ellipsis":
+        return Ellipsis
+    if tag == "dtype":
+        return backend.to_dtype(payload)
+    if tag == "device":
+        return backend.Device(payload)
+    if tag == "float":
+        return float(payload)
+    raise serialization.CheckpointError(f"unknown attribute tag {tag!r} in a saved graph")
+
+
+# ------------------------------------------------------------------------------------------ graphs
+
+
+def forward_graph(graph: Graph) -> Graph:
+    """The part of a traced graph that computes its outputs (no backward, no updates)."""
+    result = graph.copy()
+    result.updates = {}
+    live = live_nodes(result)
+    result.nodes = [n for n in result.nodes if id(n) in live or n.kind == INPUT]
+    return result
+
+
+def encode_graph(graph: Graph, state_values: dict[str, Tensor]) -> tuple[dict, dict]:
+    """``(structure, arrays)``: the graph as JSON-able data and the arrays it needs, by name."""
+    arrays: dict[str, Any] = {}
+    nodes = []
+    for n in graph.nodes:
+        entry = {"name": n.name, "kind": n.kind, "shape": list(n.shape), "dtype": n.dtype.name,
+                 "phase": n.phase, "scope": n.scope, "source": n.source}
+        if n.kind == OP:
+            entry["op"] = n.op.name
+            entry["inputs"] = [{"node": x.name} if isinstance(x, Node) else {"literal": encode_value(x)}
+                               for x in n.inputs]
+            entry["attrs"] = {k: encode_value(v) for k, v in n.attrs.items() if k != "device"}
+        elif n.kind == STATE:
+            entry.update(state_name=n.state_name, state_kind=n.state_kind, array=f"s{len(arrays)}")
+            arrays[entry["array"]] = state_values[n.state_name].numpy()
+        elif n.kind == CONSTANT:
+            entry["array"] = f"c{len(arrays)}"
+            arrays[entry["array"]] = backend.to_numpy(n.value, n.device)
+        nodes.append(entry)
+    structure = {"name": graph.name, "nodes": nodes, "inputs": [n.name for n in graph.inputs],
+                 "outputs": [n.name for n in graph.outputs],
+                 "output_structure": encode_value(graph.output_structure)}
+    return structure, arrays
+
+
+def decode_graph(data: dict, arrays: dict, device: backend.Device) -> tuple[Graph, dict[str, Tensor]]:
+    """Rebuild a graph (and its state tensors) from :func:`encode_graph`'s output, on ``device``."""
+    graph = Graph(data["name"])
+    by_name: dict[str, Node] = {}
+    states: dict[str, Tensor] = {}
+    for entry in data["nodes"]:
+        kind = entry["kind"]
+        dtype = backend.to_dtype(entry["dtype"])
+        common = dict(phase=entry.get("phase", "forward"), scope=entry.get("scope", ""),
+                      source=entry.get("source", ""))
+        if kind == OP:
+            if entry["op"] not in OPS:
+                raise serialization.CheckpointError(
+                    f"the saved graph uses op {entry['op']!r}, which this toynet does not have")
+            inputs = tuple(by_name[x["node"]] if "node" in x else decode_value(x["literal"])
+                           for x in entry["inputs"])
+            attrs = {k: decode_value(v) for k, v in entry["attrs"].items()}
+            if OPS[entry["op"]].changes_device:
+                attrs["device"] = device
+            node = Node(entry["name"], OP, tuple(entry["shape"]), dtype, device, op=OPS[entry["op"]],
+                        inputs=inputs, attrs=attrs, **common)
+        elif kind == STATE:
+            tensor = Tensor(arrays[entry["array"]], device=device)
+            states[entry["state_name"]] = tensor
+            node = Node(entry["name"], STATE, tuple(entry["shape"]), dtype, device, state_name=entry["state_name"],
+                        state_kind=entry["state_kind"], **common)
+        elif kind == CONSTANT:
+            node = Node(entry["name"], CONSTANT, tuple(entry["shape"]), dtype, device,
+                        value=backend.from_host(arrays[entry["array"]], device), **common)
+        elif kind == INPUT:
+            node = Node(entry["name"], INPUT, tuple(entry["shape"]), dtype, device, **common)
+        else:
+            raise serialization.CheckpointError(f"unknown node kind {kind!r} in a saved graph")
+        graph.nodes.append(node)
+        graph._names.add(node.name)
+        by_name[node.name] = node
+    graph.inputs = [by_name[n] for n in data["inputs"]]
+    graph.outputs = [by_name[n] for n in data["outputs"]]
+    graph.output_structure = decode_value(data["output_structure"])
+    return graph, states
+
+
+# ------------------------------------------------------------------------------------ save / load
+
+
+def save_graph(nn_graph: Any, path: Any) -> None:
+    """What ``toynet.save(graph, path)`` does for an nn.Graph: export its forward graph and state."""
+    compiled = nn_graph._last
+    if compiled is None:
+        raise RuntimeError("graph must be compiled first: call it once (e.g. on example inputs) before "
+                           "toynet.save(graph, path)")
+    graph = forward_graph(compiled.traced)
+    structure, arrays = encode_graph(graph, compiled.states)
+    serialization.write_checkpoint(path, {"kind": KIND, "class": type(nn_graph).__name__,
+                                          "graph": structure}, arrays)
+
+
+class DeployedGraph:
+    """A graph loaded from disk: call it with tensors of the shapes it was traced for."""
+
+    def __init__(self, graph: Graph, states: dict[str, Tensor], class_name: str = ""):
+        self.class_name = class_name
+        self.traced = graph
+        self.ir, self.passes = optimize(graph)
+        self.plan = Plan(self.ir)
+        self.states = states
+        self._state_list = [states[name] for name in self.plan.state_names]
+
+    @property
+    def name(self) -> str:
+        return self.traced.name
+
+    def __call__(self, *inputs: Tensor) -> Any:
+        expected = [(tuple(n.shape), n.dtype) for n in self.traced.inputs]
+        got = [(tuple(t.shape), t.dtype) if isinstance(t, Tensor) else (type(t).__name__, None) for t in inputs]
+        if got != expected:
+            want = ", ".join(f"{d.name}{list(s)}" for s, d in expected)
+            have = ", ".join(f"{d.name}{list(s)}" if d is not None else s for s, d in got)
+            raise ValueError(f"deployed graph {self.name} was traced for inputs ({want}) and cannot retrace "
+                             f"without the model's code; got ({have})")
+        device = self.plan.device
+        outputs = self.plan.run([t.to(device).array for t in inputs], [t.array for t in self._state_list])
+        from ..nn.graph import _unflatten
+        return _unflatten(self.traced.output_structure, iter([Tensor.wrap(a, device) for a in outputs]))
+
+    def __repr__(self) -> str:
+        return f"DeployedGraph({self.class_name or self.name}):\n{self.ir.format()}"
+
+
+def _load(checkpoint: serialization.Checkpoint, map_location: Any) -> DeployedGraph:
+    device = backend.to_device_obj(map_location if isinstance(map_location, (str, backend.Device)) else None)
+    graph, states = decode_graph(checkpoint.structure["graph"], checkpoint.arrays, device)
+    return DeployedGraph(graph, states, checkpoint.structure.get("class", ""))
+
+
+serialization.register_loader(KIND, _load)
