@@ -20,11 +20,11 @@ def groups(lib, lrs=(0.1, 0.03)):
 
 
 CONFIGS = {
-    "StepLR": dict(step_size=3, gamma=0.5),
-    "MultiStepLR": dict(milestones=[2, 5, 5, 9], gamma=0.3),
-    "ExponentialLR": dict(gamma=0.9),
-    "CosineAnnealingLR": dict(T_max=5, eta_min=0.001),   # 20 epochs: past T_max it climbs back, twice
-    "LambdaLR": dict(lr_lambda=lambda epoch: 1.0 / (1 + epoch)),
+    "StepLR": {"step_size": 3, "gamma": 0.5},
+    "MultiStepLR": {"milestones": [2, 5, 5, 9], "gamma": 0.3},
+    "ExponentialLR": {"gamma": 0.9},
+    "CosineAnnealingLR": {"T_max": 5, "eta_min": 0.001},   # 20 epochs: past T_max it climbs back, twice
+    "LambdaLR": {"lr_lambda": lambda epoch: 1.0 / (1 + epoch)},
 }
 
 

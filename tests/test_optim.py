@@ -54,22 +54,22 @@ def train_torch(torch, make_opt, steps, on_step=None, dtype=np.float32):
 
 
 SGD_CONFIGS = [
-    dict(lr=0.1),
-    dict(lr=0.1, momentum=0.9),
-    dict(lr=0.05, momentum=0.9, dampening=0.5),
-    dict(lr=0.05, momentum=0.8, nesterov=True),
-    dict(lr=0.1, weight_decay=0.01),
-    dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.05),
-    dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1),
+    {"lr": 0.1},
+    {"lr": 0.1, "momentum": 0.9},
+    {"lr": 0.05, "momentum": 0.9, "dampening": 0.5},
+    {"lr": 0.05, "momentum": 0.8, "nesterov": True},
+    {"lr": 0.1, "weight_decay": 0.01},
+    {"lr": 0.05, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.05},
+    {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.1},
 ]
 
 ADAM_CONFIGS = [
-    dict(),
-    dict(lr=0.01),
-    dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6),
-    dict(lr=0.01, weight_decay=0.1),
-    dict(lr=0.01, amsgrad=True),
-    dict(lr=0.01, betas=(0.5, 0.9), weight_decay=0.01, amsgrad=True),
+    {},
+    {"lr": 0.01},
+    {"lr": 0.02, "betas": (0.8, 0.99), "eps": 1e-6},
+    {"lr": 0.01, "weight_decay": 0.1},
+    {"lr": 0.01, "amsgrad": True},
+    {"lr": 0.01, "betas": (0.5, 0.9), "weight_decay": 0.01, "amsgrad": True},
 ]
 
 
@@ -102,7 +102,7 @@ def test_adam_matches_pytorch(config, dtype, rtol):
 @pytest.mark.parametrize("name", ["SGD", "Adam"])
 def test_param_groups_and_editing_lr_match_pytorch(name):
     torch = pytest.importorskip("torch")
-    extra = {"SGD": dict(momentum=0.9), "Adam": dict()}[name]
+    extra = {"SGD": {"momentum": 0.9}, "Adam": {}}[name]
 
     def halve_lr_of_group_1(opt, i):
         if i == 2:
@@ -214,7 +214,7 @@ def test_zero_grad():
 def test_state_dict_round_trip_resumes_identically(make_opt, tmp_path):
     straight, _, _ = train_toynet(make_opt, 6)
 
-    first, opt, (w, b) = train_toynet(make_opt, 3)
+    _first, opt, (w, b) = train_toynet(make_opt, 3)
     flow.save({"w": w, "b": b, "opt": opt.state_dict()}, tmp_path / "ckpt")
     saved = flow.load(tmp_path / "ckpt")
 

@@ -19,7 +19,8 @@ where a NODE describes one value:
 ``"dtype": "float32", "shape": [3],``   shape and device, and whether it requires grad or is an
 ``"device": "cpu", "requires_grad":``   ``nn.Parameter``. The same tensor object saved twice is
 ``false, "parameter": false}``          stored once and loads as one object again.
-``{"type": "ndarray", "array": ...}``   a NumPy array (dtype and shape as above)
+``{"type": "ndarray", "array": ...}``   a NumPy array (dtype and shape as above; dtype names are NumPy's,
+                                        which toynet's dtypes share)
 ``{"type": "dict", "items": [...]}``    each item ``{"key": k, "key_type": "str"|"int", "value": NODE}``;
                                         ``"ordered_dict"`` for an ``OrderedDict``
 ``{"type": "list", "items": [...]}``    a list (``"tuple"`` for a tuple) of NODEs
@@ -46,9 +47,10 @@ import shutil
 import tempfile
 import zipfile
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import backend
 from .tensor import Tensor
@@ -135,7 +137,7 @@ def encode(obj: Any) -> tuple[dict, dict[str, Any]]:
             names[id(obj)] = f"t{len(arrays)}"
             arrays[names[id(obj)]] = array
             keep_alive.append(obj)
-        return {"type": kind, "array": names[id(obj)], "dtype": backend.dtype_of(array).name,
+        return {"type": kind, "array": names[id(obj)], "dtype": array.dtype.name,
                 "shape": list(array.shape)}
 
     def visit(value: Any, where: str) -> dict:
@@ -202,8 +204,7 @@ def decode(node: Any, arrays: dict[str, Any], map_location: Any = None) -> Any:
             if array is None:
                 raise CheckpointError(f"{where}: {ARRAYS_FILE} has no array {name!r}, which structure.json "
                                       f"refers to; the checkpoint is incomplete")
-            if array.dtype.name != _DTYPE_NAMES.get(node.get("dtype"), node.get("dtype")) or \
-                    list(array.shape) != node.get("shape"):
+            if array.dtype.name != node.get("dtype") or list(array.shape) != node.get("shape"):
                 raise CheckpointError(f"{where}: array {name!r} is {array.dtype} {tuple(array.shape)} but "
                                       f"structure.json says {node.get('dtype')} {node.get('shape')}")
             loaded[name] = array if kind == "ndarray" else _tensor(array, node, where, map_location)
@@ -233,10 +234,6 @@ def decode(node: Any, arrays: dict[str, Any], map_location: Any = None) -> Any:
     return visit(node, "obj")
 
 
-# numpy calls bool arrays "bool"; toynet's dtype is also named "bool".
-_DTYPE_NAMES = {d.name: d.array_dtype.name for d in backend.ALL_DTYPES}
-
-
 def _field(node: Any, key: str, where: str) -> Any:
     if not isinstance(node, dict) or key not in node:
         raise CheckpointError(f"structure.json is malformed at {where}: expected an object with a {key!r} "
@@ -245,6 +242,10 @@ def _field(node: Any, key: str, where: str) -> Any:
 
 
 def _tensor(array: Any, node: dict, where: str, map_location: Any) -> Tensor:
+    try:
+        backend.dtype_of(array)
+    except TypeError as error:
+        raise CheckpointError(f"{where}: {error}") from error
     saved = str(node.get("device", "cpu"))
     target = map_location.get(saved, saved) if isinstance(map_location, dict) else (map_location or saved)
     try:

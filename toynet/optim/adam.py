@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from .. import backend
 from ..tensor import Tensor, zeros, zeros_like
@@ -27,12 +28,12 @@ class Adam(Optimizer):
     the lazy tensors of Graph mode (``lr`` is then a 0-d tensor too).
     """
 
-    slot_names = {"step": "step", "exp_avg": "m", "exp_avg_sq": "v", "max_exp_avg_sq": "max_v"}
+    slot_names: ClassVar[dict[str, str]] = {"step": "step", "exp_avg": "m", "exp_avg_sq": "v", "max_exp_avg_sq": "max_v"}
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad))
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
+                                  "amsgrad": amsgrad})
 
     def _validate(self, hyper: dict) -> None:
         super()._validate(hyper)

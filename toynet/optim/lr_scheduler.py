@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .optimizer import Optimizer
 
@@ -184,13 +185,13 @@ class CosineAnnealingLR(LRScheduler):
     Past ``T_max`` the cosine carries on and the lr climbs back, as in PyTorch.
     """
 
-    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):  # noqa: N803
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
         self.T_max = _positive_int("CosineAnnealingLR", "T_max", T_max)
         self.eta_min = _number("CosineAnnealingLR", "eta_min", eta_min)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        t, T, low = self.last_epoch, self.T_max, self.eta_min  # noqa: N806
+        t, T, low = self.last_epoch, self.T_max, self.eta_min
         if self._initial:
             return self._current_lrs()
         if (t - 1 - T) % (2 * T) == 0:

@@ -23,7 +23,8 @@ way (a gradient of the wrong shape, a device mismatch) leaves all parameters and
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 from .. import autograd
 from ..tensor import Tensor, zeros_like
@@ -39,7 +40,7 @@ class Optimizer:
 
     #: State slot name -> the suffix OneFlow gives that slot in ``graph.state_dict()``
     #: (Graph mode names a parameter's slot ``"<param path>-<suffix>"``, e.g. ``"linear.weight-momentum"``).
-    slot_names: dict[str, str] = {}
+    slot_names: ClassVar[dict[str, str]] = {}
 
     def __init__(self, params: Iterable[Any], defaults: dict):
         if isinstance(params, Tensor):
@@ -212,7 +213,7 @@ class Optimizer:
 
         saved_state = state_dict["state"]
         if not isinstance(saved_state, dict):
-            raise ValueError(f"the 'state' entry must be a dict, got {_describe(saved_state)}")
+            raise TypeError(f"the 'state' entry must be a dict, got {_describe(saved_state)}")
         new_state: dict[Tensor, dict] = {}
         for key, slots in saved_state.items():
             p = param_of.get(int(key)) if isinstance(key, (int, str)) and str(key).isdigit() else None
@@ -237,8 +238,8 @@ class Optimizer:
         for name, fresh in expected.items():
             value = slots[name]
             if not isinstance(value, Tensor):
-                raise ValueError(f"state of parameter {key}: slot {name!r} holds {_describe(value)}, "
-                                 "not a tensor")
+                raise TypeError(f"state of parameter {key}: slot {name!r} holds {_describe(value)}, "
+                                "not a tensor")
             if tuple(value.shape) != tuple(fresh.shape):
                 raise ValueError(f"state of parameter {key}: slot {name!r} has shape {tuple(value.shape)}, "
                                  f"the parameter needs {tuple(fresh.shape)}")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from ..tensor import Tensor, zeros, zeros_like
 from .optimizer import Optimizer
@@ -21,12 +22,12 @@ class SGD(Optimizer):
     >>> opt = SGD(model.parameters(), lr=0.1, momentum=0.9)   # doctest: +SKIP
     """
 
-    slot_names = {"momentum_buffer": "momentum", "step": "step"}
+    slot_names: ClassVar[dict[str, str]] = {"momentum_buffer": "momentum", "step": "step"}
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False):
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+        super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
+                                  "weight_decay": weight_decay, "nesterov": nesterov})
 
     def _validate(self, hyper: dict) -> None:
         super()._validate(hyper)

@@ -13,7 +13,8 @@ reproducible; every new ``iter(loader)`` (every epoch) draws a new order.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from ... import backend
 from ...functional import stack

@@ -6,7 +6,8 @@ order, groups samples into batches and stacks them into tensors.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ...tensor import Tensor
 
