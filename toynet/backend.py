@@ -382,9 +382,16 @@ def set_rng_state(state: dict) -> None:
 
 def format_array(host: numpy.ndarray, indent: int) -> str:
     """Print a host array the way PyTorch and OneFlow do: 4 decimals (scientific notation when the
-    magnitudes differ widely), ``, `` separators, summarised beyond 1000 elements, continuation lines
-    indented by ``indent`` spaces."""
-    return numpy.array2string(host, precision=4, floatmode="fixed", separator=", ", prefix=" " * indent,
+    magnitudes differ widely), whole numbers as ``1.``, ``, `` separators, summarised beyond 1000
+    elements, continuation lines indented by ``indent`` spaces."""
+    floatmode = "fixed"
+    if host.dtype.kind == "f":
+        finite = numpy.abs(host[numpy.isfinite(host)]).astype(numpy.float64)
+        nonzero = finite[finite != 0]
+        if numpy.all(finite == numpy.round(finite)) and (
+                nonzero.size == 0 or (nonzero.max() < 1e8 and nonzero.max() / nonzero.min() <= 1e3)):
+            floatmode = "maxprec"  # whole numbers, no scientific notation: print 1. rather than 1.0000
+    return numpy.array2string(host, precision=4, floatmode=floatmode, separator=", ", prefix=" " * indent,
                               threshold=1000, edgeitems=3, max_line_width=80)
 
 

@@ -72,7 +72,9 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
             requires_grad = requires_grad or x.requires_grad
             args.append(x.array)
         else:
-            args.append(x)
+            # NumPy scalars become Python numbers, which never widen a tensor's dtype (NumPy 2 would
+            # turn float32 * numpy.float64(2) into float64).
+            args.append(backend.host_scalar(x))
     if device is None:
         device = attrs.get("device") or CPU
     try:
@@ -152,6 +154,8 @@ class Tensor:
             if dtype is None and _is_float_data(data):
                 dtype = backend.DEFAULT_FLOAT  # Python floats become float32, as in PyTorch
             array = backend.from_host(data, device, dtype)
+            if array is data:  # a host array already on the CPU: copy, as documented (from_numpy shares)
+                array = array.copy()
         backend.dtype_of(array)  # reject unsupported dtypes (complex, strings) right away
         self.array = array
         self.node = None
@@ -287,6 +291,9 @@ class Tensor:
             yield self[i]
 
     __hash__ = object.__hash__
+    # `numpy_scalar * tensor` and `ndarray + tensor` call the tensor's reflected operator (keeping the
+    # result a Tensor in the graph) instead of NumPy turning the tensor into an array.
+    __array_priority__ = 1000
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         """Let NumPy functions take tensors (``np.sin(x)``), as the tutorials do."""
