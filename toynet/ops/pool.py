@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import backend
 from ._op import Op, ShapeError, register, require_float, shape_of
-from .conv_kernels import taps, window
+from .conv_kernels import taps
 
 
 def _apply(name: str, *inputs: Any, **attrs: Any) -> Any:
@@ -41,6 +41,13 @@ def pool_out_size(size: int, kernel: int, stride: int, padding: int, dilation: i
     return out
 
 
+def check_padding(op: str, kernel_size, padding) -> None:
+    """Every window must hold a real pixel; forwards call this too, since with too much padding
+    they would silently return -inf (max) or zeros (avg) instead of failing."""
+    if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel_size)):
+        raise ShapeError(f"{op}: padding {padding} must be at most half the kernel size {kernel_size}")
+
+
 def check_pool(op: str, x: Any, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False) -> tuple:
     """Validate a pooling's input and settings; return the output shape (N, C, Ho, Wo)."""
     shape = shape_of(x)
@@ -51,14 +58,8 @@ def check_pool(op: str, x: Any, kernel_size, stride, padding, dilation=(1, 1), c
     for name, value, low in (("kernel_size", kernel_size, 1), ("stride", stride, 1), ("dilation", dilation, 1)):
         if len(value) != 2 or any(v < low for v in value):
             raise ShapeError(f"{op}: {name} must be two integers >= {low}, got {value}")
-    if any(p < 0 or p > k // 2 for p, k in zip(padding, kernel_size)):
-        raise ShapeError(f"{op}: padding {padding} must be at most half the kernel size {kernel_size}")
-    out = tuple(pool_out_size(s, k, st, p, d, ceil_mode)
-                for s, k, st, p, d in zip(shape[2:], kernel_size, stride, padding, dilation))
-    if min(out) < 1:
-        raise ShapeError(f"{op}: a {kernel_size} window does not fit the input of shape {shape} padded by "
-                         f"{padding}; use a smaller kernel_size")
-    return shape[:2] + out
+    check_padding(op, kernel_size, padding)
+    return shape[:2] + _out_hw(shape, kernel_size, stride, padding, dilation, ceil_mode, op)
 
 
 def _padded(xp, x, padding, out_hw, kernel, stride, dilation, fill):
@@ -78,9 +79,13 @@ def _crop(xp, padded, padding, shape):
     return xp.ascontiguousarray(padded[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w])
 
 
-def _out_hw(x_shape, kernel_size, stride, padding, dilation, ceil_mode):
-    return tuple(pool_out_size(s, k, st, p, d, ceil_mode)
-                 for s, k, st, p, d in zip(x_shape[2:], kernel_size, stride, padding, dilation))
+def _out_hw(x_shape, kernel_size, stride, padding, dilation, ceil_mode, op="pooling"):
+    out = tuple(pool_out_size(s, k, st, p, d, ceil_mode)
+                for s, k, st, p, d in zip(x_shape[2:], kernel_size, stride, padding, dilation))
+    if min(out) < 1:
+        raise ShapeError(f"{op}: a {tuple(kernel_size)} window does not fit the input of shape {tuple(x_shape)} "
+                         f"padded by {tuple(padding)}; use a smaller kernel_size")
+    return out
 
 
 # ----------------------------------------------------------------------------------------- max pool
@@ -115,7 +120,8 @@ class MaxPool2d(_PoolOp):
 
     def forward(self, xp, x, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                 ceil_mode=False):
-        out_hw = _out_hw(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+        check_padding(self.name, kernel_size, padding)
+        out_hw = _out_hw(x.shape, kernel_size, stride, padding, dilation, ceil_mode, self.name)
         n, c, h, w = x.shape
         kh, kw = kernel_size
         if kernel_size == stride and padding == (0, 0) and dilation == (1, 1) and (h, w) == (kh * out_hw[0], kw * out_hw[1]):
@@ -171,7 +177,7 @@ class MaxPool2dSelect(Op):
 
     def forward(self, xp, x, h, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                 ceil_mode=False):
-        which, padded, out_hw = window_argmax(xp, x, kernel_size, stride, padding, dilation, ceil_mode)
+        which, _, out_hw = window_argmax(xp, x, kernel_size, stride, padding, dilation, ceil_mode)
         source = _padded(xp, h, padding, out_hw, kernel_size, stride, dilation, 0)
         result = xp.zeros(which.shape, dtype=h.dtype)
         for t, (i, j, rows, cols) in enumerate(taps(kernel_size, stride, dilation, out_hw)):
@@ -237,7 +243,8 @@ class AvgPool2d(_AvgPoolOp):
 
     def forward(self, xp, x, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), ceil_mode=False,
                 count_include_pad=True, divisor_override=None):
-        out_hw = _out_hw(x.shape, kernel_size, stride, padding, (1, 1), ceil_mode)
+        check_padding(self.name, kernel_size, padding)
+        out_hw = _out_hw(x.shape, kernel_size, stride, padding, (1, 1), ceil_mode, self.name)
         if _tiles(x.shape, kernel_size, stride, padding, out_hw) and not divisor_override:
             n, c = x.shape[:2]
             return x.reshape(n, c, out_hw[0], kernel_size[0], out_hw[1], kernel_size[1]).mean(axis=(3, 5))
