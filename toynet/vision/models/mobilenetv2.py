@@ -33,7 +33,8 @@ Layout of ``MobileNetV2()`` (names as ``print(model)`` and state dicts show them
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ... import nn
 from ...tensor import Tensor
@@ -92,7 +93,7 @@ class InvertedResidual(nn.Module):
             raise ValueError(f"InvertedResidual: stride must be 1 or 2, got {stride}")
         norm_layer = norm_layer or nn.BatchNorm2d
         self.stride = stride
-        hidden = int(round(inp * expand_ratio))
+        hidden = round(inp * expand_ratio)
         self.use_res_connect = stride == 1 and inp == oup
         layers: list[nn.Module] = []
         if expand_ratio != 1:
