@@ -335,3 +335,18 @@ def test_sgd_state_slots_follow_the_settings():
         assert set(opt.init_state(w)) <= set(opt.slot_names)
     assert SGD.slot_names["momentum_buffer"] == "momentum"
     assert (Adam.slot_names["exp_avg"], Adam.slot_names["exp_avg_sq"]) == ("m", "v")
+
+
+def test_switching_momentum_on_later_matches_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def momentum_on(opt, i):
+        if i == 1:
+            opt.param_groups[0]["momentum"] = 0.9
+            opt.param_groups[0]["dampening"] = 0.3
+
+    ours, _, _ = train_toynet(lambda p: SGD(p, lr=0.1), 5, on_step=momentum_on)
+    theirs = train_torch(torch, lambda p: torch.optim.SGD(p, lr=0.1), 5, on_step=momentum_on)
+    for (w, b), (tw, tb) in zip(ours, theirs):
+        np.testing.assert_allclose(w, tw, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(b, tb, rtol=1e-5, atol=1e-6)

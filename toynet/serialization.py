@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from . import backend
+from .nn.parameter import Parameter
 from .tensor import Tensor
 
 host = backend.host  # checkpoints are host data
@@ -147,7 +148,7 @@ def encode(obj: Any) -> tuple[dict, dict[str, Any]]:
                                 f"which has no data yet")
             node = array_node("tensor", value.numpy(), value)
             node.update(device=str(value.device), requires_grad=bool(value.requires_grad),
-                        parameter=type(value).__name__ == "Parameter")
+                        parameter=isinstance(value, Parameter))
             return node
         if isinstance(value, host.ndarray):
             if value.dtype.kind not in "biuf":
@@ -256,7 +257,6 @@ def _tensor(array: Any, node: dict, where: str, map_location: Any) -> Tensor:
                            f"to toynet.load to load it elsewhere") from error
     tensor = Tensor.wrap(data, device)
     if node.get("parameter"):
-        from .nn.parameter import Parameter
         return Parameter(tensor, requires_grad=bool(node.get("requires_grad", True)))
     if node.get("requires_grad") and tensor.dtype.is_floating_point:
         tensor.requires_grad_(True)
@@ -273,11 +273,11 @@ def write_checkpoint(path: str | os.PathLike, structure: dict, arrays: dict[str,
 
     The old directory at ``path`` (if any) is replaced only once the new one is complete on disk.
     """
-    target = Path(os.fspath(path))
+    target = Path(os.fspath(path)).absolute()
     _check_replaceable(target)
     # Serialise before touching the disk, so an unsavable value fails with nothing written.
     text = json.dumps({"format": FORMAT, "version": VERSION, **structure}, indent=1, allow_nan=False)
-    parent = target.absolute().parent
+    parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".saving", dir=parent))
     backup = None

@@ -107,10 +107,7 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group; each parameter may "
                              "belong to one group only")
         for name, default in self.defaults.items():
-            if name not in group:
-                if default is _REQUIRED:
-                    raise ValueError(f"parameter group didn't specify a value of required option {name!r}")
-                group[name] = default
+            group.setdefault(name, default)
         group["params"] = params
         self._validate(group)
         self.param_groups.append(group)
@@ -149,7 +146,9 @@ class Optimizer:
                     if p.grad is None:
                         continue
                     _check_grad(p, p.grad)
-                    state = self.state.get(p) or self.init_state(p)
+                    state = self.state.get(p)
+                    if state is None:
+                        state = self.init_state(p)
                     new_param, new_state = self.update(p.detach(), p.grad.detach(), state, group, group["lr"])
                     if tuple(new_param.shape) != tuple(p.shape) or new_param.dtype is not p.dtype:
                         raise RuntimeError(f"internal error: {type(self).__name__}.update returned "
@@ -254,16 +253,6 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
         return "\n".join(lines + [")"])
-
-
-class _Required:
-    """Marks a hyper-parameter with no default (every group must give it)."""
-
-    def __repr__(self) -> str:
-        return "<required parameter>"
-
-
-_REQUIRED = _Required()
 
 
 def _check_grad(param: Tensor, grad: Any) -> None:

@@ -41,7 +41,9 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum needs momentum > 0 and dampening = 0")
 
     def init_state(self, param: Tensor) -> dict[str, Tensor]:
-        group = self.group_of(param)
+        return self._fresh_state(param, self.group_of(param))
+
+    def _fresh_state(self, param: Tensor, group: dict) -> dict[str, Tensor]:
         if group["momentum"] == 0:
             return {}  # plain SGD keeps no state
         state = {"momentum_buffer": zeros_like(param)}
@@ -58,6 +60,8 @@ class SGD(Optimizer):
             d = d + group["weight_decay"] * param
         if momentum == 0:
             return param - lr * d, state
+        if "momentum_buffer" not in state:  # momentum was switched on after the first step
+            state = self._fresh_state(param, group)
         new_state = dict(state)
         if "step" in state:
             # Damp from the second step on: the factor is 1 when step == 0 and (1 - τ) after.
