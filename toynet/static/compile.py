@@ -116,6 +116,11 @@ class Plan:
         op = n.op
         if op.ufunc and not n.attrs:
             return f"xp.{op.ufunc}({', '.join(args)}" + (f", out={out})" if out else ")")
+        inline = _INLINE.get(op.name)
+        if inline is not None:
+            code = inline(n, args, out)
+            if code is not None:
+                return code
         kernel = self._kernel(str(i), op, n.attrs)
         return f"{kernel}(xp, {', '.join(args)}" + (f", out={out})" if out else ")")
 
@@ -142,6 +147,41 @@ class Plan:
         if len(program) > 1:
             lines.append(f"    del {name}_t")
         return lines
+
+
+# Inline code for the commonest cheap ops, so the plan calls the array method directly instead of going
+# through the op's forward (each Python call saved matters when the arrays are small). Every other op,
+# and these when a template does not apply, is called through its forward: the result is the same.
+
+
+def _sum_to(n: Node, args: list[str], out: str | None) -> str | None:
+    (src,) = [x for x in n.inputs if isinstance(x, Node)]
+    shape = n.attrs["shape"]
+    lead = len(src.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
+                                       if d == 1 and src.shape[lead + i] != 1)
+    if not axes or out is None:
+        return None
+    kept = tuple(1 if i in axes else d for i, d in enumerate(src.shape))
+    return f"({args[0]}.sum(axis={axes!r}, keepdims=True, out={out}.reshape({kept!r})), {out})[1]"
+
+
+def _linear(n: Node, args: list[str], out: str | None) -> str | None:
+    x, w = args[0], args[1]
+    product = f"xp.matmul({x}, {w}.T" + (f", out={out})" if out else ")")
+    if len(args) == 2:
+        return product
+    return f"xp.add({product}, {args[2]}, out={out})" if out else f"{product} + {args[2]}"
+
+
+_INLINE = {
+    "reshape": lambda n, args, out: f"{args[0]}.reshape({n.attrs['shape']!r})",
+    "permute": lambda n, args, out: f"{args[0]}.transpose({n.attrs['dims']!r})",
+    "broadcast_to": lambda n, args, out: f"xp.broadcast_to({args[0]}, {n.attrs['shape']!r})",
+    "matmul": lambda n, args, out: f"xp.matmul({args[0]}, {args[1]}" + (f", out={out})" if out else ")"),
+    "sum_to": _sum_to,
+    "linear": _linear,
+}
 
 
 def _graph_device(graph: Graph):
