@@ -12,13 +12,20 @@ first, which is how the graph learns each module's inputs and outputs for ``prin
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import importlib
 
 from .. import backend
 from ..tensor import Tensor
 from .parameter import Parameter
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict`` did not match: keys the module has but the dict lacked, and the reverse."""
+
+    missing_keys: list
+    unexpected_keys: list
 
 
 # The module, not the `toynet.tensor()` function that shadows its name in the package namespace.
@@ -55,24 +62,43 @@ class Module:
                                  ".__init__() has called super().__init__()") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, (Parameter, Module)) or name in self.__dict__.get("_parameters", ()) \
-                or name in self.__dict__.get("_modules", ()) or name in self.__dict__.get("_buffers", ()):
+        # A name keeps its kind: once a parameter, only a Parameter (or None) may replace it; likewise
+        # for submodules and buffers. Replacing in place keeps the name's position (and so the order of
+        # parameters() and state_dict()).
+        d = self.__dict__
+        params, buffers, modules = (d.get(r) for r in ("_parameters", "_buffers", "_modules"))
+        if isinstance(value, Parameter):
             params, buffers, modules = self._registries()
-            for registry in (params, buffers, modules):
+            self._forget(name, keep=params)
+            params[name] = value
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
+                                "(an nn.Parameter or None expected)")
+            params[name] = None
+        elif isinstance(value, Module):
+            params, buffers, modules = self._registries()
+            self._forget(name, keep=modules)
+            modules[name] = value
+        elif modules is not None and name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r} "
+                                "(an nn.Module or None expected)")
+            modules[name] = None
+        elif buffers is not None and name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (a Tensor or None "
+                                "expected)")
+            buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name: str, keep: dict) -> None:
+        """Remove ``name`` from every registry but ``keep`` and from the plain attributes."""
+        for registry in (self._parameters, self._buffers, self._modules):
+            if registry is not keep:
                 registry.pop(name, None)
-            self.__dict__.pop(name, None)
-            if isinstance(value, Parameter):
-                params[name] = value
-            elif isinstance(value, Module):
-                modules[name] = value
-            elif name in buffers or isinstance(value, Tensor) or value is None:
-                if value is not None and not isinstance(value, Tensor):
-                    raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (a Tensor or None)")
-                buffers[name] = value
-            else:
-                object.__setattr__(self, name, value)
-            return
-        object.__setattr__(self, name, value)
+        self.__dict__.pop(name, None)
 
     def __getattr__(self, name: str) -> Any:
         # Only called when normal lookup fails: look in the registries.
@@ -90,33 +116,41 @@ class Module:
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
-        self._check_name(name)
+        params = self._registries()[0]
+        self._check_name(name, params)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter({name!r}): expected an nn.Parameter, got {type(param).__name__}")
-        self._registries()[0][name] = param
+        params[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Register state that belongs to the module but is not trained (saved unless not persistent)."""
-        self._check_name(name)
+        buffers = self._registries()[1]
+        self._check_name(name, buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"register_buffer({name!r}): expected a Tensor, got {type(tensor).__name__}")
-        self._registries()[1][name] = tensor
-        if not persistent:
+        buffers[name] = tensor
+        if persistent:
+            self.__dict__["_non_persistent"].discard(name)
+        else:
             self.__dict__["_non_persistent"].add(name)
 
     def add_module(self, name: str, module: "Module | None") -> None:
-        self._check_name(name)
+        modules = self._registries()[2]
+        self._check_name(name, modules)
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        self._registries()[2][name] = module
+        modules[name] = module
 
     register_module = add_module
 
-    def _check_name(self, name: str) -> None:
+    def _check_name(self, name: str, registry: dict) -> None:
         if not isinstance(name, str) or not name:
             raise KeyError(f"module attribute name must be a non-empty string, got {name!r}")
         if "." in name:
             raise KeyError(f"module attribute name can't contain \".\", got: {name}")
+        if name not in registry and (hasattr(self, name) or any(
+                name in r for r in (self._parameters, self._buffers, self._modules))):
+            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}; pick another name")
 
     # ------------------------------------------------------------------------------- traversal
 
@@ -184,12 +218,13 @@ class Module:
                 child.state_dict(out, prefix + name + ".", keep_vars)
         return out
 
-    def load_state_dict(self, state_dict: dict, strict: bool = True) -> tuple[list, list]:
-        """Copy values into this module's parameters and buffers by name.
+    def load_state_dict(self, state_dict: dict, strict: bool = True) -> "IncompatibleKeys":
+        """Copy values into this module's parameters and buffers by name (in place: the tensor objects,
+        which optimizers hold, stay the same).
 
         Everything is checked before anything is copied, so a mismatch leaves the module unchanged.
         With ``strict``, missing and unexpected keys are errors; shape mismatches always are.
-        Returns ``(missing_keys, unexpected_keys)``.
+        Returns ``(missing_keys, unexpected_keys)`` as a named tuple, as PyTorch does.
         """
         if not isinstance(state_dict, dict):
             raise TypeError(f"load_state_dict expects a dict of tensors, got {type(state_dict).__name__}")
@@ -198,9 +233,9 @@ class Module:
         unexpected = [k for k in state_dict if k not in own]
         problems = []
         if strict and missing:
-            problems.append("missing keys: " + ", ".join(repr(k) for k in missing))
+            problems.append("Missing key(s) in state_dict: " + ", ".join(repr(k) for k in missing))
         if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(repr(k) for k in unexpected))
+            problems.append("Unexpected key(s) in state_dict: " + ", ".join(repr(k) for k in unexpected))
         for key, target in own.items():
             if key not in state_dict:
                 continue
@@ -224,11 +259,14 @@ class Module:
                     value = state_dict[key]
                     value = value if isinstance(value, Tensor) else Tensor(value)
                     target.copy_(value.to(target.device))
-        return missing, unexpected
+        return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------------------- modes etc.
 
     def train(self, mode: bool = True) -> "Module":
+        """Set training mode (``True``) or evaluation mode (``False``) here and in every submodule."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self

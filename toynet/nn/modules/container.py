@@ -37,6 +37,9 @@ class Sequential(Module):
         name = list(self._modules)[index]
         self.add_module(name, module)
 
+    def __delitem__(self, index: Any) -> None:
+        _delete_and_renumber(self, index)
+
     def __len__(self) -> int:
         return len(self._modules)
 
@@ -69,6 +72,12 @@ class ModuleList(Module):
         values = list(self._modules.values())
         return ModuleList(values[index]) if isinstance(index, slice) else values[index]
 
+    def __setitem__(self, index: int, module: Module) -> None:
+        self.add_module(list(self._modules)[index], module)
+
+    def __delitem__(self, index: Any) -> None:
+        _delete_and_renumber(self, index)
+
     def __len__(self) -> int:
         return len(self._modules)
 
@@ -79,10 +88,15 @@ class ModuleList(Module):
 class ModuleDict(Module):
     """A dict of modules that registers them."""
 
-    def __init__(self, modules: dict | None = None):
+    def __init__(self, modules: Any = None):
+        """``modules``: a dict, or an iterable of ``(name, module)`` pairs."""
         super().__init__()
-        for name, m in (modules or {}).items():
+        pairs = modules.items() if isinstance(modules, dict) else (modules or ())
+        for name, m in pairs:
             self.add_module(name, m)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
 
     def __getitem__(self, key: str) -> Module:
         return self._modules[key]
@@ -104,3 +118,14 @@ class ModuleDict(Module):
 
     def values(self):
         return self._modules.values()
+
+
+def _delete_and_renumber(container: Module, index: Any) -> None:
+    """``del container[i]`` (or a slice); the remaining modules are renamed 0, 1, 2... as in PyTorch."""
+    names = list(container._modules)
+    for name in (names[index] if isinstance(index, slice) else [names[index]]):
+        del container._modules[name]
+    modules = list(container._modules.values())
+    container._modules.clear()
+    for i, m in enumerate(modules):
+        container._modules[str(i)] = m
