@@ -445,3 +445,70 @@ def test_dropout_repr_and_errors():
         F.dropout(flow.ones(3), -0.1)
     with pytest.raises(ShapeError, match="floating-point"):
         F.dropout(flow.tensor([1, 2, 3]), 0.5)
+
+
+# ========================================================================================= Graph mode
+
+
+class _SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(3, momentum=None)  # cumulative average: a factor computed with tensor ops
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(12, 4)
+        self.bn1d = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        x = self.drop(self.bn(x).relu())
+        return self.bn1d(self.fc(x.flatten(1)))
+
+
+def test_graph_mode_traces_batch_norm_dropout_and_cross_entropy(device):
+    """A traced training step matches Eager mode exactly: losses, parameters and running statistics
+    (updated through copy_, which the tracer records as state updates), and dropout masks drawn at run time."""
+    def make():
+        flow.manual_seed(0)
+        model = _SmallNet().to(device)
+        return model, flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    (eager, eager_opt), (traced, traced_opt) = make(), make()
+
+    class TrainGraph(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = traced
+            self.loss_fn = nn.CrossEntropyLoss()
+            self.add_optimizer(traced_opt)
+
+        def build(self, x, y):
+            loss = self.loss_fn(self.model(x), y)
+            loss.backward()
+            return loss
+
+    class EvalGraph(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = traced
+
+        def build(self, x):
+            return self.model(x)
+
+    train_graph = TrainGraph()
+    rng = np.random.default_rng(14)
+    for step in range(3):
+        x = flow.tensor(rng.standard_normal((8, 3, 2, 2)).astype(np.float32) * 2 + 1, device=device)
+        y = flow.tensor(rng.integers(0, 4, 8), device=device)
+        flow.manual_seed(100 + step)
+        loss = F.cross_entropy(eager(x), y)
+        eager_opt.zero_grad()
+        loss.backward()
+        eager_opt.step()
+        flow.manual_seed(100 + step)
+        np.testing.assert_allclose(train_graph(x, y).numpy(), loss.numpy(), rtol=1e-6)
+    for (key, a), b in zip(eager.state_dict().items(), traced.state_dict().values()):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-6, err_msg=key)
+    assert traced.bn.num_batches_tracked.item() == 3
+    eager.eval()
+    traced.eval()
+    x = flow.randn(5, 3, 2, 2, device=device)
+    np.testing.assert_allclose(EvalGraph()(x).numpy(), eager(x).numpy(), rtol=1e-5, atol=1e-6)
