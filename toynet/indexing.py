@@ -35,7 +35,7 @@ def _split_index(t: Any, index: Any) -> tuple[tuple, list]:
             spec.append(slice(*(None if v is None else int(v) for v in (item.start, item.stop, item.step))))
         elif item is None or item is Ellipsis or isinstance(item, int):
             spec.append(item)
-        elif backend.is_host_scalar(item):
+        elif backend.is_host_scalar(item) and isinstance(backend.host_scalar(item), int):  # numpy.int64(2)
             spec.append(int(item))
         else:
             raise IndexError(f"unsupported index {item!r} of type {type(item).__name__}; use ints, slices, "

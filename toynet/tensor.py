@@ -575,9 +575,11 @@ class Tensor:
         return apply(OPS["sum"], self, dim=_reduced_dims("sum", dim, self.ndim), keepdim=keepdim)
 
     def mean(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
+        op_base.require_float("mean", self)  # NumPy would quietly give float64; Graph mode refuses
         return apply(OPS["mean"], self, dim=_reduced_dims("mean", dim, self.ndim), keepdim=keepdim)
 
     def var(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
+        op_base.require_float("var", self)
         return apply(OPS["var"], self, dim=_reduced_dims("var", dim, self.ndim),
                      unbiased=unbiased, keepdim=keepdim)
 
@@ -739,6 +741,8 @@ class Tensor:
         setitem(self, index, value)
 
     def chunk(self, chunks: int, dim: int = 0) -> list["Tensor"]:
+        if chunks < 1:
+            raise ValueError(f"chunk: chunks must be at least 1, got {chunks}")
         size = self.shape[dim]
         step = -(-size // chunks)
         return self.split(step, dim)
@@ -746,8 +750,12 @@ class Tensor:
     def split(self, split_size: Any, dim: int = 0) -> list["Tensor"]:
         d = op_base.normalize_dim("split", dim, self.ndim)
         size = self.shape[d]
+        if isinstance(split_size, int) and split_size < 1:
+            raise ValueError(f"split: split_size must be at least 1, got {split_size}")
         sizes = [split_size] * (size // split_size) + ([size % split_size] if size % split_size else []) \
             if isinstance(split_size, int) else list(split_size)
+        if sum(sizes) != size:
+            raise ValueError(f"split: sizes {sizes} add up to {sum(sizes)}, but dimension {dim} has size {size}")
         pieces, start = [], 0
         for s in sizes:
             index = (slice(None),) * d + (slice(start, start + s),)

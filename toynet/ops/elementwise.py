@@ -384,6 +384,9 @@ class Where(Elementwise):
     nondifferentiable = (0,)
 
     def forward(self, xp, condition, a, b, out=None):
+        if getattr(condition, "dtype", bool) != bool:  # NumPy takes any truthy values; the shape rule doesn't
+            raise ShapeError(f"where: the condition must be a bool tensor, got {backend.dtype_of(condition)}; "
+                             f"compare first (x > 0)")
         result = xp.where(condition, a, b)
         if out is None:
             return result

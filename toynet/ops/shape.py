@@ -108,14 +108,14 @@ class GetItem(Op):
         return a[_resolve_index(xp, index, index_arrays)]
 
     def infer(self, a, *index_tensors, index=()):
-        if any(t.dtype is backend.bool_ for t in index_tensors):
-            raise ShapeError("getitem: indexing with a bool mask gives a shape that depends on the data, "
-                             "which a traced graph cannot know; use toynet.where(mask, x, 0) instead")
-        try:
+        try:  # first whether the index fits at all (also a bool mask's shape), which Eager mode asks too
             shape = backend.index_result_shape(shape_of(a), index, [(tuple(t.shape), t.dtype)
                                                                     for t in index_tensors], TENSOR_INDEX)
         except IndexError as e:
             raise ShapeError(f"getitem: index {index} does not fit shape {shape_of(a)}: {e}") from None
+        if any(t.dtype is backend.bool_ for t in index_tensors):
+            raise ShapeError("getitem: indexing with a bool mask gives a shape that depends on the data, "
+                             "which a traced graph cannot know; use toynet.where(mask, x, 0) instead")
         return shape, a.dtype
 
     def vjp(self, grad, inputs, output, index=()):
