@@ -10,10 +10,12 @@ DOT text; ``.render("file", format="png")`` saves it):
       l = flow.sum(1/2 * (z - flow.zeros(1, 3)) ** 2)
       flow.viz.draw(l, show_values=True)      # x, w, b, z, l named after your variables
 
-* a **static graph** (``toynet.static.Graph``): forward, backward and optimizer clusters, state and
-  its update edges: ``flow.viz.draw(graph, forward_only=True)``.
+* a **static graph** (``toynet.static.Graph``, or an ``nn.Graph`` after its first call, which draws
+  its optimised ``graph.ir``; ``graph.traced_ir`` is the graph before the passes): forward, backward and
+  optimizer clusters, state and its update edges: ``flow.viz.draw(graph, forward_only=True)``.
 
-``flow.viz.draw_pass(before, after, removed=..., fused=...)`` shows what an optimisation pass changed;
+``flow.viz.draw_pass(before, after, removed=..., fused=...)`` or ``flow.viz.draw_pass(graph.passes[i])``
+shows what an optimisation pass changed;
 ``with flow.viz.record() as rec:`` records a graph as your code builds it (``rec.to_gif("build.gif")``,
 ``rec.player()`` in a notebook).
 
@@ -38,9 +40,10 @@ from typing import Any
 
 from ..static.ir import PHASES, Graph
 from ..tensor import Tensor
+from . import gif, jupyter  # noqa: F401  (toynet.viz.gif.to_gif, toynet.viz.jupyter.enabled)
 from .dot import to_digraph
 from .draw_eager import eager_picture, walk_grad_fns
-from .draw_pass import pass_picture
+from .draw_pass import pass_picture, report_fields
 from .draw_static import summary_picture
 from .model import Picture, limit
 from .names import Namer, user_namespaces
@@ -87,17 +90,27 @@ def picture_of(obj: Any, *, max_nodes: int | None = MAX_NODES, names: Mapping[st
     return limit(picture, max_nodes)
 
 
-def draw_pass(before: Graph, after: Graph, removed: Iterable[str] | None = None,
-              fused: Mapping[str, Iterable[str]] | None = None, *, titles: tuple[str, str] = ("before", "after"),
+def draw_pass(before: Any, after: Graph | None = None, removed: Iterable[str] | None = None,
+              fused: Mapping[str, Iterable[str]] | None = None, *, folded: Iterable[str] = (),
+              merged: Mapping[str, str] | None = None, titles: tuple[str, str] | None = None,
               rankdir: str = "TB", legend: bool = True, title: str = "", **options: Any) -> Drawing:
-    """Two graphs side by side, marking what a pass removed (dashed red) and fused (orange).
+    """Two graphs side by side, marking what a pass removed, fused, folded or merged.
 
-    ``removed``: names of *before*'s nodes the pass deleted (default: every name missing from *after*
-    that is not in ``fused``). ``fused``: ``{new node name: [old node names]}``. Other options as for
-    a static :func:`draw` (``forward_only``, ``show_names``...).
+    ``draw_pass(before, after, removed=[names], fused={new: [old names]})``, or ``draw_pass(report)``
+    with a pass report (``nn_graph.passes[i]``). Names not reported are inferred: only in *before* means
+    removed, only in *after* means new. Other options as for a static :func:`draw` (``forward_only``...).
     """
-    picture = pass_picture(_as_graph(before, strict=True), _as_graph(after, strict=True), removed, fused,
-                           titles=titles, **_static_options(options))
+    if after is None:
+        if not (hasattr(before, "before") and hasattr(before, "after")):
+            raise TypeError("draw_pass needs two graphs (before, after) or one pass report with .before/.after")
+        fields = report_fields(before)
+        name = getattr(before, "name", "the pass")
+        titles = titles or (f"before {name}", f"after {name}")
+        title = title or (before.summary() if hasattr(before, "summary") else "")
+        before, after = fields.pop("before"), fields.pop("after")
+        removed, fused, folded, merged = fields["removed"], fields["fused"], fields["folded"], fields["merged"]
+    picture = pass_picture(_as_graph(before, strict=True), _as_graph(after, strict=True), removed, fused, folded,
+                           merged, titles=titles or ("before", "after"), **_static_options(options))
     return to_digraph(picture, rankdir=rankdir, legend=legend, title=title)
 
 
@@ -119,12 +132,13 @@ def _static_options(options: dict) -> dict:
 
 
 def _as_graph(obj: Any, strict: bool = False) -> Graph | None:
-    """A static Graph from a Graph or from an object holding one in ``.graph`` (a traced nn.Graph)."""
+    """A static Graph from a Graph, or from an ``nn.Graph`` (its optimised graph, ``.ir``)."""
     if isinstance(obj, Graph):
         return obj
-    held = getattr(obj, "graph", None) if not isinstance(obj, Tensor) else None
-    if isinstance(held, Graph):
-        return held
+    if not isinstance(obj, Tensor) and isinstance(getattr(type(obj), "ir", None), property):
+        held = obj.ir  # raises "has not been compiled yet; call the graph once" before the first call
+        if isinstance(held, Graph):
+            return held
     if strict:
         raise TypeError(f"expected a toynet.static.Graph, got {type(obj).__name__}")
     return None

@@ -93,7 +93,7 @@ def add_legend(g: graphviz.Digraph, items: list[str]) -> None:
         return
     rows = []
     for item in items:
-        attrs = style.node_attrs(item) if item in style.ROLES else style.node_attrs("value", (item,))
+        attrs = style.node_attrs(item) if item in style.ROLES else style.node_attrs("op", (item,))
         rows.append(f"<TR><TD {_swatch(attrs)}>{'2' if attrs.get('shape') == 'plaintext' else ''}</TD>"
                     f"<TD ALIGN=\"LEFT\">{html.escape(style.legend_text(item))}</TD></TR>")
     table = ('<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">' + "".join(rows)

@@ -1,14 +1,20 @@
 """Before and after an optimisation pass, side by side.
 
 A pass is a function from a graph to a graph. To show what it did, we need only the two graphs and,
-from the pass, which node names it ``removed`` and which new nodes it ``fused`` out of old ones
-(``{new name: [old names]}``); nodes are matched across the two graphs by name. Anything the pass did
-not report is worked out from the names: a name only in *before* was removed, a name only in *after*
-is new (a folded constant, say).
+from the pass, the names of the nodes it changed; nodes are matched across the two graphs by name:
 
-In the picture, *before* is on the left with removed nodes dashed red and fused-away nodes dashed
-orange; *after* is on the right with fused nodes in orange (their label lists what they replaced) and
-new nodes with a green border.
+* ``removed``: names of *before*'s nodes the pass deleted;
+* ``fused``: ``{new node: [old nodes]}``, several ops replaced by one kernel;
+* ``folded``: names of ops computed at compile time (in *after* they are constants of the same name);
+* ``merged``: ``{duplicate: kept node}``, identical expressions computed once.
+
+What was not reported is worked out from the names: a name only in *before* (and not fused or merged)
+was removed, a name only in *after* is new. ``toynet.static.passes.PassReport`` objects carry exactly these fields, so
+``draw_pass(report)`` works too.
+
+*before* is drawn on the left (removed nodes dashed red, fused-away dashed orange, merged dashed
+teal, folded purple), *after* on the right (fused nodes orange, listing what they replaced; folded
+constants purple; new nodes green).
 """
 
 from __future__ import annotations
@@ -22,21 +28,26 @@ from .model import Picture
 
 
 def pass_picture(before: Graph, after: Graph, removed: Iterable[str] | None = None,
-                 fused: Mapping[str, Iterable[str]] | None = None, *,
-                 titles: tuple[str, str] = ("before", "after"), **options: Any) -> Picture:
+                 fused: Mapping[str, Iterable[str]] | None = None, folded: Iterable[str] = (),
+                 merged: Mapping[str, str] | None = None, *, titles: tuple[str, str] = ("before", "after"),
+                 **options: Any) -> Picture:
     """The picture :func:`toynet.viz.draw_pass` draws (see the module docstring)."""
     fused = {new: list(olds) for new, olds in (fused or {}).items()}
+    merged = dict(merged or {})
+    folded = list(folded)
     before_names = {n.name for n in before.nodes}
     after_names = {n.name for n in after.nodes}
     fused_away = {old: new for new, olds in fused.items() for old in olds}
     _check_names("fused (new node)", fused, after_names, "after")
     _check_names("fused (old node)", fused_away, before_names, "before")
-    if removed is None:
-        removed = sorted(before_names - after_names - set(fused_away))
-    else:
-        removed = list(removed)
-        _check_names("removed", removed, before_names, "before")
-    new = [n.name for n in after.nodes if n.name not in before_names and n.name not in fused]
+    _check_names("folded", folded, before_names, "before")
+    _check_names("merged (duplicate)", merged, before_names, "before")
+    removed = list(removed or ())
+    _check_names("removed", removed, before_names, "before")
+    gone = before_names - after_names - set(fused_away) - set(merged)  # what the names say was removed
+    removed = sorted(set(removed) | gone)
+    new = [n.name for n in after.nodes
+           if n.name not in before_names and n.name not in fused and n.name not in folded]
 
     picture = Picture()
     picture.clusters[("before",)] = (titles[0], "side")
@@ -45,29 +56,44 @@ def pass_picture(before: Graph, after: Graph, removed: Iterable[str] | None = No
     _, before_ids = static_picture(before, prefix="b_", root=("before",), picture=picture, **options)
     _, after_ids = static_picture(after, prefix="a_", root=("after",), picture=picture, **options)
 
+    def mark(ids: dict[str, str], name: str, what: str, note: str = "") -> None:
+        if name in ids:
+            picture.add_mark(ids[name], what)
+            if note:
+                picture.nodes[ids[name]].label.append(note)
+
     for name in removed:
-        if name in before_ids:
-            picture.add_mark(before_ids[name], "removed")
+        mark(before_ids, name, "removed")
     for old, new_name in fused_away.items():
-        if old in before_ids:
-            picture.add_mark(before_ids[old], "fused_away")
-            picture.nodes[before_ids[old]].tooltip += f"  fused into %{new_name}"
+        mark(before_ids, old, "fused_away")
     for new_name, olds in fused.items():
+        mark(after_ids, new_name, "fused")
         if new_name in after_ids:
-            node = picture.nodes[after_ids[new_name]]
-            picture.add_mark(node.id, "fused")
-            node.label = node.label + _wrap("fused: ", [f"%{o}" for o in olds])
+            picture.nodes[after_ids[new_name]].label += _wrap("fused: ", [f"%{o}" for o in olds])
+    for name in folded:
+        mark(before_ids, name, "folded")
+        mark(after_ids, name, "folded")
+    for duplicate, kept in merged.items():
+        mark(before_ids, duplicate, "merged", f"same as %{kept}")
     for name in new:
-        if name in after_ids and name not in fused:
-            picture.add_mark(after_ids[name], "new")
+        mark(after_ids, name, "new")
     picture.anchors = [i for i in picture.anchors if i.startswith("a_")]
-    parts = [f"{len(before.nodes)} -> {len(after.nodes)} nodes", f"{len(removed)} removed"]
+    parts = [f"{before.count_ops()} -> {after.count_ops()} ops"]
+    for count, what in ((len(removed), "removed"), (len(folded), "folded"), (len(merged), "merged"),
+                        (len(new), "new")):
+        if count:
+            parts.append(f"{count} {what}")
     if fused:
         parts.append(f"{len(fused_away)} fused into {len(fused)}")
-    if new:
-        parts.append(f"{len(new)} new")
     picture.notes.append(", ".join(parts))
     return picture
+
+
+def report_fields(report: Any) -> dict[str, Any]:
+    """The arguments of :func:`pass_picture` from a pass report (anything with ``before`` and ``after``)."""
+    return {"before": report.before, "after": report.after, "removed": getattr(report, "removed", None),
+            "fused": getattr(report, "fused", None), "folded": getattr(report, "folded", ()),
+            "merged": getattr(report, "merged", None)}
 
 
 def _check_names(what: str, names: Iterable[str], known: set[str], graph: str) -> None:

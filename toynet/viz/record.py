@@ -24,11 +24,13 @@ consecutive tensor-creating statements (``x``, ``w``, ``b``) merged into one ste
 ``merge_creations=False``; ``group="op"`` makes one step per op. ``rec.step("label")`` merges every
 step since the previous ``rec.step`` into one step with that label (to group as a tutorial does).
 
-Graph mode (the interface for ``toynet.static``'s tracer): while a recording is active, the recorder
-is also in ``toynet.tensor._observers`` with a method ``on_node(node, graph=None)``. A tracer that
-calls ``on_node`` for each :class:`~toynet.static.Node` it adds (for every observer that has the
-method) lets the recording show the static graph being traced; consecutive nodes with the same
-``(phase, source)`` form one step. If any node was reported, the frames show the static graph only.
+Graph mode: while a recording is active, :meth:`Recorder.on_node` is in
+``toynet.static.trace.NODE_OBSERVERS``, which the tracer calls with every :class:`~toynet.static.Node`
+it adds (``on_node(node)``; a tracer may pass ``graph=`` too). Consecutive op nodes of the same phase,
+module and source line form one step; inputs form the first step, and state and constants join the
+step of the op that first reads them. If any node was reported, the frames show the static graph
+only. The graph's outputs and state updates are drawn when the graph is known: passed as ``graph=``,
+or found after the block as the ``traced_ir`` of an ``nn.Graph`` in the block's variables.
 
 Every frame is the *final* picture with the nodes that did not exist yet drawn invisibly
 (``style=invis``): dot then places every node at the same spot in every frame, so nothing jumps.
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import autograd
-from ..static.ir import Graph, Node
+from ..static.ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from ..tensor import Tensor
 from .dot import to_digraph
 from .draw_eager import Application, eager_picture
@@ -110,6 +112,8 @@ class Recorder:
         self._static_steps: list[_Step] = []   # Graph-mode steps; counts are nodes
         self._ops_pending = 0
         self._nodes: list[Node] = []
+        self._waiting: list[Node] = []         # state and constants, until the op that reads them
+        self._node_key: tuple = ()
         self._graph: Graph | None = None
         self._final_names: dict[int, str] = {}
         self._frame: Any = None
@@ -126,6 +130,7 @@ class Recorder:
         self._statements = StatementIndex(frame.f_code.co_filename)
         self._preexisting = {id(v) for v in frame.f_locals.values() if isinstance(v, Tensor)}
         tensor_module._observers.append(self)
+        _node_observers().append(self.on_node)
         self._previous_trace = sys.gettrace()
         sys.settrace(_trace_nothing)   # line events need a global trace function...
         frame.f_trace = self._on_line  # ...but only this frame is traced line by line
@@ -137,11 +142,15 @@ class Recorder:
             self._scan_variables()
             self._close_step()
             self._final_names = find_names(frame_namespaces(self._frame))  # module paths: model.weight
+            if self._nodes and self._graph is None:
+                self._graph = _traced_graph_holding(self._nodes[0], frame_namespaces(self._frame))
         finally:
             self._frame.f_trace = None
             sys.settrace(self._previous_trace)
             if self in tensor_module._observers:
                 tensor_module._observers.remove(self)
+            if self.on_node in _node_observers():
+                _node_observers().remove(self.on_node)
             self._frame = None
             self._frames = None
 
@@ -166,16 +175,24 @@ class Recorder:
         self._made_by[id(result)] = Application(op, inputs, attrs, result)
         self._add(result)
         self._ops_pending += 1
-        if self.group == "op":
-            self._close_step(label=op.describe(**attrs))
+        if self.group == "op" and self._frame is not None:
+            span = self._statements.span(self._frame.f_lineno)  # the statement running this op
+            self._close_step(label=f"{op.describe(**attrs)} in: {self._statements.text(span)}", span=span)
 
     def on_node(self, node: Node, graph: Graph | None = None) -> None:
         """For Graph mode's tracer: ``node`` was just added (to ``graph``, if given)."""
         if graph is not None:
             self._graph = graph
-        if self._nodes and self._last_node_key() != (node.phase, node.source):
-            self._close_static_step()
-        self._nodes.append(node)
+        if node.kind in (STATE, CONSTANT):
+            self._waiting.append(node)
+            return
+        key = ("input",) if node.kind == INPUT else (node.phase, node.scope, node.source)
+        if self._nodes and key != self._node_key:
+            self._close_static_step(flush=False)
+        self._node_key = key
+        self._nodes += self._waiting + [node]
+        self._waiting.clear()
+        self._frames = None
 
     def step(self, label: str) -> None:
         """Merge every step since the previous ``rec.step`` (or the start) into one step called ``label``."""
@@ -211,11 +228,11 @@ class Recorder:
             if id(value) in self._index:
                 self._bound.setdefault(id(value), name)
 
-    def _close_step(self, label: str | None = None) -> None:
+    def _close_step(self, label: str | None = None, span: tuple[int, int] | None = None) -> None:
         if len(self._tensors) == (self._steps[-1].count if self._steps else 0):
             return
-        span = self._statement
-        if self._frame is not None and (span is None or self.group == "op"):
+        span = span or self._statement
+        if span is None and self._frame is not None:
             span = self._statements.span(self._frame.f_lineno)
         source = self._statements.text(span) if span else ""
         step = _Step(label or source, source, span[0] if span else None, len(self._tensors), self._ops_pending)
@@ -229,16 +246,24 @@ class Recorder:
             self._steps.append(step)
         self._frames = None
 
-    def _last_node_key(self) -> tuple:
-        return (self._nodes[-1].phase, self._nodes[-1].source)
-
-    def _close_static_step(self) -> None:
+    def _close_static_step(self, flush: bool = True) -> None:
+        """End the current Graph-mode step; ``flush``: state nodes still waiting for a reader join it."""
+        if flush:
+            self._nodes += self._waiting
+            self._waiting.clear()
         done = self._static_steps[-1].count if self._static_steps else 0
         if len(self._nodes) == done:
             return
-        phase, source = self._last_node_key()
         new = self._nodes[done:]
-        label = source or f"{phase}: " + ", ".join(n.op_name for n in new[:4]) + (" ..." if len(new) > 4 else "")
+        ops = [n for n in new if n.kind == OP]
+        if not ops:
+            label = "graph inputs: " + ", ".join(n.name for n in new if n.kind == INPUT)
+            source = ""
+        else:
+            first = ops[0]
+            source = first.source
+            names = ", ".join(n.op_name for n in ops[:4]) + (" ..." if len(ops) > 4 else "")
+            label = f"{first.phase} {first.scope or '(graph)'}: {names}" + (f"\n{source}" if source else "")
         self._static_steps.append(_Step(label, source, None, len(self._nodes)))
         self._frames = None
 
@@ -349,3 +374,21 @@ def _graph_of(nodes: list[Node]) -> Graph:
                 if x.kind == "input":
                     graph.inputs.append(x)
     return graph
+
+
+def _node_observers() -> list:
+    """``toynet.static.trace.NODE_OBSERVERS``: where a tracer announces every node it adds."""
+    return importlib.import_module("toynet.static.trace").NODE_OBSERVERS
+
+
+def _traced_graph_holding(node: Node, namespaces: list) -> Graph | None:
+    """The traced graph (``nn_graph.traced_ir``) of an ``nn.Graph`` variable that contains ``node``."""
+    for namespace in namespaces:
+        for value in list(namespace.values()):
+            try:
+                graph = getattr(value, "traced_ir", None) if hasattr(type(value), "traced_ir") else None
+            except RuntimeError:  # an nn.Graph that has not been compiled
+                continue
+            if isinstance(graph, Graph) and any(n is node for n in graph.nodes):
+                return graph
+    return None

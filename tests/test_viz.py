@@ -1,0 +1,554 @@
+"""toynet.viz: the structure of drawn graphs (read back from the DOT source), names, options, size caps,
+pass before/after pictures, recordings (frames, GIF, player), rendering and the missing-``dot`` error."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import linecache
+import re
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import toynet as flow
+from toynet import viz
+from toynet.ops import OPS
+from toynet.static.ir import Graph, Node
+from toynet.viz import style
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
+
+# ------------------------------------------------------------------------------------- reading DOT
+
+_ATTR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|<.*>|[^\s\]]+)')
+
+
+def _attrs(text: str) -> dict[str, str]:
+    return {k: v[1:-1] if v.startswith('"') else v for k, v in _ATTR.findall(text or "")}
+
+
+def parse_dot(source: str) -> tuple[dict, list, dict]:
+    """(nodes: id -> attrs incl. "cluster", edges: [(tail, head, attrs)], clusters: name -> attrs)."""
+    nodes, edges, clusters, stack = {}, [], {}, []
+    for line in source.splitlines():
+        line = line.strip()
+        if m := re.match(r"subgraph (\w+) \{$", line):
+            stack.append(m.group(1))
+            clusters[m.group(1)] = {}
+        elif line == "}":
+            if stack:
+                stack.pop()
+        elif m := re.match(r"(\S+) -> (\S+)(?: \[(.*)\])?$", line):
+            edges.append((m.group(1), m.group(2), _attrs(m.group(3))))
+        elif stack and re.match(r"\w+=", line):
+            clusters[stack[-1]].update(_attrs(line))
+        elif (m := re.match(r"(\w+) \[(.*)\]$", line)) and m.group(1) not in ("graph", "node", "edge"):
+            nodes[m.group(1)] = dict(_attrs(m.group(2)), cluster=stack[-1] if stack else "")
+    return nodes, edges, clusters
+
+
+def label_lines(node: dict) -> list[str]:
+    return node.get("label", "").split("\\n")
+
+
+def by_name(nodes: dict, name: str) -> str:
+    found = [nid for nid, a in nodes.items() if label_lines(a)[0] == name]
+    assert len(found) == 1, f"expected one node named {name!r}, found {found}"
+    return found[0]
+
+
+def producer_op(edges: list, tensor_id: str) -> str:
+    (op,) = [t for t, h, _ in edges if h == tensor_id and t.startswith("op")]
+    return op
+
+
+def seed_example():
+    """The autograd example of the seeds: z = x @ w + b, l = sum(1/2 (z - y)^2)."""
+    x = flow.ones(1, 5)
+    w = flow.randn(5, 3, requires_grad=True)
+    b = flow.randn(1, 3, requires_grad=True)
+    z = flow.matmul(x, w) + b
+    y = flow.zeros(1, 3)
+    l = flow.sum(1 / 2 * (z - y) ** 2)
+    return x, w, b, z, y, l
+
+
+# ------------------------------------------------------------------------------------- eager graphs
+
+
+def test_seed_autograd_graph_structure_and_names():
+    x, w, b, z, y, l = seed_example()  # noqa: RUF059  (bound so that the drawing names them)
+    drawing = viz.draw(l)
+    assert isinstance(drawing, viz.Drawing) and drawing.source == drawing.source
+    nodes, edges, clusters = parse_dot(drawing.source)
+    ids = {name: by_name(nodes, name) for name in "xwbzyl"}
+    # z = add(matmul(x, w), b)
+    add = producer_op(edges, ids["z"])
+    assert label_lines(nodes[add])[0] == "add"
+    into_add = [t for t, h, _ in edges if h == add]
+    assert ids["b"] in into_add
+    (product,) = [t for t in into_add if t != ids["b"]]
+    matmul = producer_op(edges, product)
+    assert label_lines(nodes[matmul])[0] == "matmul"
+    assert [t for t, h, _ in edges if h == matmul] == [ids["x"], ids["w"]]  # argument order kept
+    # l = sum(mul(0.5, pow(sub(z, y), 2)))
+    summed = producer_op(edges, ids["l"])
+    assert label_lines(nodes[summed])[0].startswith("sum")
+    ops = [label_lines(a)[0].split("[")[0] for nid, a in nodes.items() if nid.startswith("op") and "_" not in nid]
+    assert sorted(ops) == sorted(["matmul", "add", "sub", "pow", "mul", "sum"])
+    literals = sorted(label_lines(a)[0] for nid, a in nodes.items() if "_arg" in nid)
+    assert literals == ["0.5", "2"]
+    # shapes and dtypes, leaves told apart, the output marked
+    assert label_lines(nodes[ids["w"]])[1] == "f32[5, 3]" and label_lines(nodes[ids["l"]])[1] == "f32[]"
+    parameter, data = style.ROLES["parameter"][0]["fillcolor"], style.ROLES["input"][0]["fillcolor"]
+    assert nodes[ids["w"]]["fillcolor"] == nodes[ids["b"]]["fillcolor"] == parameter
+    assert nodes[ids["x"]]["fillcolor"] == nodes[ids["y"]]["fillcolor"] == data != parameter
+    assert nodes[ids["l"]].get("peripheries") == "2" and nodes[ids["z"]].get("peripheries") is None
+    assert "cluster_legend" in clusters and "parameter" in nodes["legend"]["label"]
+    assert len(edges) == 6 + 9 + 2  # op -> result, tensor -> op (2+2+2+1+1+1), literal -> op
+
+
+def test_drawing_is_deterministic_and_independent_of_object_ids():
+    flow.manual_seed(3)
+    loss = seed_example()[-1]
+    first = viz.draw(loss, show_values=True).source
+    assert viz.draw(loss, show_values=True).source == first
+    flow.manual_seed(3)
+    rebuilt = seed_example()[-1]  # new objects (other ids), same values
+    assert viz.draw(rebuilt, show_values=True, names={"loss": rebuilt}).source == first
+    assert "t9 [label=\"loss\\n" in first  # ids come from the traversal: the loss is the tenth tensor
+
+
+def test_names_from_locals_explicit_names_tensor_name_and_modules():
+    model = flow.nn.Linear(3, 2)
+    inputs = flow.randn(4, 3)
+    out = model(inputs).relu().sum()
+    nodes, _, _ = parse_dot(viz.draw(out).source)
+    names = {label_lines(a)[0] for a in nodes.values()}
+    assert {"inputs", "out", "model.weight", "model.bias"} <= names
+    inputs.name = "pixels"
+    nodes, _, _ = parse_dot(viz.draw(out, names={"loss": out}).source)
+    names = {label_lines(a)[0] for a in nodes.values()}
+    assert {"pixels", "loss"} <= names and "out" not in names and "inputs" not in names
+    with pytest.raises(TypeError, match="names="):
+        viz.draw(out, names={out: "loss"})
+
+
+def test_show_values_grads_saved_and_inline_literals():
+    x, w, b, z, y, l = seed_example()  # noqa: RUF059  (bound so that the drawing names them)
+    nodes, _, _ = parse_dot(viz.draw(l, show_values=True, show_saved=True).source)
+    assert "[[1, 1, 1, 1, 1]]" in label_lines(nodes[by_name(nodes, "x")])
+    assert f"{l.item():.4g}" in label_lines(nodes[by_name(nodes, "l")])
+    matmul = next(a for a in nodes.values() if label_lines(a)[0] == "matmul")
+    assert "saved: x, w" in label_lines(matmul)
+    big = flow.randn(5, 4, requires_grad=True)
+    nodes, _, _ = parse_dot(viz.draw((big * 2).exp().sum(), show_values=True, show_saved=True).source)
+    assert len(label_lines(nodes[by_name(nodes, "big")])) == 2  # 20 elements: type only, no values
+    exp = next(a for a in nodes.values() if label_lines(a)[0] == "exp")
+    assert label_lines(exp)[1].endswith("output")  # exp keeps its output for backward
+
+    l.backward(retain_graph=True)
+    nodes, _, _ = parse_dot(viz.draw(l, show_grads=True, literals="inline").source)
+    b_label = label_lines(nodes[by_name(nodes, "b")])
+    grad = [float(v) for v in re.findall(r"-?\d+\.?\d*(?:e-?\d+)?", b_label[2])]
+    np.testing.assert_allclose(grad, b.grad.numpy().ravel(), rtol=1e-3)
+    assert not any("_arg" in nid for nid in nodes)
+    assert any(label_lines(a)[0] == "pow(·, 2)" for a in nodes.values())
+    assert any(label_lines(a)[0] == "mul(0.5, ·)" for a in nodes.values())
+
+
+def test_graph_freed_by_backward_is_drawn_with_a_note():
+    *_, l = seed_example()
+    l.backward()
+    source = viz.draw(l).source
+    assert "retain_graph=True" in source and "inputs freed by backward" in source
+
+
+def test_layout_options_and_errors():
+    *_, l = seed_example()
+    assert "rankdir=LR" in viz.draw(l, rankdir="LR").source
+    assert "cluster_legend" not in viz.draw(l, legend=False).source
+    assert "title: the seed" in viz.draw(l, title="title: the seed").source
+    with pytest.raises(ValueError, match="rankdir"):
+        viz.draw(l, rankdir="XY")
+    with pytest.raises(TypeError, match="Tensor"):
+        viz.draw(3.0)
+    with pytest.raises(ValueError, match="literals"):
+        viz.draw(l, literals="beside")
+
+
+def test_size_cap_keeps_nodes_nearest_the_output_and_says_so():
+    t = flow.randn(3, requires_grad=True)
+    h = t
+    for _ in range(150):
+        h = h * 1.01
+    nodes, edges, _ = parse_dot(viz.draw(h, max_nodes=40, legend=False).source)
+    assert len(nodes) == 40
+    (summary,) = [nid for nid, a in nodes.items() if "more nodes" in a["label"]]
+    assert any(t_ == summary for t_, _, _ in edges)
+    assert any(a.get("peripheries") == "2" for a in nodes.values())  # the output is kept
+    assert "max_nodes=None" in viz.draw(h, max_nodes=40).source
+    full, _, _ = parse_dot(viz.draw(h, max_nodes=None, legend=False).source)
+    assert len(full) == 1 + 150 * 3  # leaf, then per op: op, literal, result
+
+
+def test_eager_drawing_on_every_device(device):
+    a = flow.randn(2, 2, device=device, requires_grad=True)
+    out = (a * a).sum()
+    nodes, _, _ = parse_dot(viz.draw(out, show_values=True, show_saved=True).source)
+    assert by_name(nodes, "a") and by_name(nodes, "out")
+
+
+# ------------------------------------------------------------------------------------- static graphs
+
+F32, CPU = flow.float32, flow.device("cpu")
+
+
+def _op(g: Graph, name: str, op: str, inputs: tuple, shape: tuple, phase: str = "forward", scope: str = "",
+        **attrs) -> Node:
+    return g.add(Node(name, "op", shape, F32, CPU, op=OPS[op], inputs=inputs, attrs=attrs, phase=phase,
+                      scope=scope))
+
+
+def tiny_training_graph() -> Graph:
+    """One linear step with momentum SGD, a buffer and a constant, written by hand."""
+    g = Graph("tiny")
+    x = g.add(Node("x", "input", (1, 5), F32, CPU))
+    g.inputs.append(x)
+    w = g.add(Node("w", "state", (5, 3), F32, CPU, state_name="model.w", state_kind="parameter", requires_grad=True))
+    m = g.add(Node("w-momentum", "state", (5, 3), F32, CPU, state_name="model.w-momentum", state_kind="optimizer"))
+    step = g.add(Node("step", "state", (1,), flow.int64, CPU, state_name="step", state_kind="system"))
+    mean = g.add(Node("mean", "state", (3,), F32, CPU, state_name="model.mean", state_kind="buffer"))
+    c = g.add(Node("c", "constant", (1, 3), F32, CPU, value=flow.zeros(1, 3).array))
+    z = _op(g, "model-matmul-0", "matmul", (x, w), (1, 3), scope="model")
+    h = _op(g, "model-add-1", "add", (z, c), (1, 3), scope="model")
+    loss = _op(g, "loss-sum-2", "sum", (h,), (), scope="loss", dim=(0, 1), keepdim=False)
+    new_mean = _op(g, "model-mul-3", "mul", (mean, 0.9), (3,), scope="model")
+    xt = _op(g, "model-permute-4", "permute", (x,), (5, 1), phase="backward", scope="model", dims=(1, 0))
+    gw = _op(g, "model-matmul-5", "matmul", (xt, h), (5, 3), phase="backward", scope="model")
+    m2 = _op(g, "opt-add-6", "add", (m, gw), (5, 3), phase="optimizer")
+    w2 = _op(g, "opt-sub-7", "sub", (w, m2), (5, 3), phase="optimizer")
+    step2 = _op(g, "opt-add-8", "add", (step, 1), (1,), phase="optimizer")
+    g.outputs.append(loss)
+    g.updates = {"model.w": w2, "model.w-momentum": m2, "step": step2, "model.mean": new_mean}
+    return g
+
+
+def test_static_graph_clusters_state_kinds_and_update_edges():
+    g = tiny_training_graph()
+    nodes, edges, clusters = parse_dot(viz.draw(g).source)
+    assert {"cluster_forward", "cluster_backward", "cluster_optimizer"} <= set(clusters)
+    cluster_of = {a.get("tooltip", "").split(" ")[0]: a["cluster"] for a in nodes.values()}
+    assert cluster_of["%model-matmul-0"] == cluster_of["%model-add-1"] == "cluster_forward"
+    assert cluster_of["%model-matmul-5"] == cluster_of["%model-permute-4"] == "cluster_backward"
+    assert cluster_of["%opt-sub-7"] == cluster_of["%opt-add-6"] == "cluster_optimizer"
+    assert cluster_of["%x"] == cluster_of["%w"] == cluster_of["%c"] == ""  # inputs, state, constants: outside
+    fills = {name: nodes[by_name(nodes, name)]["fillcolor"]
+             for name in ("x", "model.w", "model.w-momentum", "step", "model.mean", "c")}
+    assert len(set(fills.values())) == 6, fills
+    updates = [(t, h) for t, h, a in edges if a.get("label") == "update"]
+    assert len(updates) == 4
+    assert all(a.get("constraint") == "false" and a.get("style") == "dashed"
+               for _, _, a in edges if a.get("label") == "update")
+    assert (by_name(nodes, "sub"), by_name(nodes, "model.w")) in updates
+    assert nodes[by_name(nodes, "sum[dim=(0, 1), keepdim=False]")].get("peripheries") == "2"
+    assert sorted(label_lines(a)[0] for nid, a in nodes.items() if "_arg" in nid) == ["0.9", "1"]
+
+
+def test_static_forward_only_view_and_phase_errors():
+    g = tiny_training_graph()
+    nodes, edges, clusters = parse_dot(viz.draw(g, forward_only=True).source)
+    assert "cluster_backward" not in clusters and "cluster_optimizer" not in clusters
+    names = {label_lines(a)[0] for a in nodes.values()}
+    assert "model.w-momentum" not in names and "step" not in names and "sub" not in names
+    assert [a["label"] for _, _, a in edges if a.get("label")] == ["update"]  # the buffer's, made in forward
+    assert viz.draw(g, phases=("forward",)).source == viz.draw(g, forward_only=True).source
+    with pytest.raises(ValueError, match="phases"):
+        viz.draw(g, phases=("sideways",))
+    with pytest.raises(TypeError, match="unknown option"):
+        viz.draw(g, show_grads=True)
+
+
+def test_static_folding_by_module_and_summary_for_big_graphs():
+    g = Graph("blocks")
+    h = g.add(Node("x", "input", (4,), F32, CPU))
+    g.inputs.append(h)
+    for block in range(12):
+        for k in range(10):
+            h = _op(g, f"net.{block}-mul-{k}", "mul", (h, 2.0), (4,), scope=f"net.{block}.layer{k % 2}")
+    g.outputs.append(h)
+    nodes, _, _ = parse_dot(viz.draw(g, depth=3, legend=False).source)  # net . block . layer
+    groups = [a for a in nodes.values() if a.get("shape") == "box3d"]
+    assert len(groups) == 24 and "5 ops: mul x5" in groups[0]["label"]
+    source = viz.draw(g, max_nodes=20).source
+    nodes, _, _ = parse_dot(source)
+    assert len(nodes) - 1 == 1 + 12 and "folded by module (depth=2)" in source  # x, one box per block
+    assert len(parse_dot(viz.draw(g, max_nodes=None, legend=False).source)[0]) == 1 + 120 * 2
+
+
+def test_draw_pass_marks_removed_fused_and_new_nodes():
+    before = tiny_training_graph()
+    after = before.copy()
+    dead = _op(before, "model-relu-9", "relu", (before.nodes[0],), (1, 5), scope="model")
+    assert dead.name not in {n.name for n in after.nodes}
+    # fuse add+sub of the optimizer into one node named like the tail, drop the momentum add
+    sub = next(n for n in after.nodes if n.name == "opt-sub-7")
+    after.nodes = [n for n in after.nodes if n.name != "opt-add-6"]
+    sub.inputs = (sub.inputs[0], next(n for n in after.nodes if n.name == "w-momentum"))
+    after.updates["model.w-momentum"] = sub
+    folded_const = after.add(Node("folded-0", "constant", (1,), F32, CPU, value=flow.ones(1).array))
+    _op(after, "opt-mul-10", "mul", (folded_const, 1.0), (1,), phase="optimizer")
+
+    drawing = viz.draw_pass(before, after, fused={"opt-sub-7": ["opt-add-6", "opt-sub-7"]})
+    nodes, _, clusters = parse_dot(drawing.source)
+    assert {"cluster_before", "cluster_after", "cluster_before_forward", "cluster_after_optimizer"} <= set(clusters)
+
+    def marked(name: str, side: str) -> dict:
+        (found,) = [a for nid, a in nodes.items() if nid.startswith(side) and f"%{name}" in label_lines(a)]
+        return found
+
+    assert marked("model-relu-9", "b_")["color"] == style.MARKS["removed"][0]["color"]  # inferred removal
+    assert marked("opt-add-6", "b_")["color"] == style.MARKS["fused_away"][0]["color"]
+    fused = marked("opt-sub-7", "a_")
+    assert fused["fillcolor"] == style.MARKS["fused"][0]["fillcolor"] and "fused: %opt-add-6" in fused["label"]
+    assert marked("opt-mul-10", "a_")["color"] == style.MARKS["new"][0]["color"]
+    assert "color" not in marked("model-matmul-0", "a_")  # untouched
+    assert "1 removed" in drawing.source and "2 fused into 1" in drawing.source
+    with pytest.raises(ValueError, match="not nodes of the 'before' graph"):
+        viz.draw_pass(before, after, removed=["no-such-node"])
+    with pytest.raises(ValueError, match="not nodes of the 'after' graph"):
+        viz.draw_pass(before, after, fused={"ghost": ["opt-add-6"]})
+
+
+class _Model(flow.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = flow.nn.Linear(3, 4)
+        self.fc2 = flow.nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x).relu())
+
+
+def _train_graph():
+    model = _Model()
+    optimizer = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    class TrainGraph(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.loss_fn = flow.nn.MSELoss()
+            self.add_optimizer(optimizer)
+
+        def build(self, x, y):
+            loss = self.loss_fn(self.model(x), y)
+            loss.backward()
+            return loss
+
+    return TrainGraph()
+
+
+def test_traced_nn_graph_and_its_passes():
+    graph = _train_graph()
+    graph(flow.randn(8, 3), flow.randn(8, 1))
+    traced = graph.traced_ir
+    nodes, edges, clusters = parse_dot(viz.draw(traced).source)
+    assert {"cluster_forward", "cluster_backward", "cluster_optimizer"} <= set(clusters)
+    assert len([e for e in edges if e[2].get("label") == "update"]) == len(traced.updates)
+    kinds = {n.state_kind for n in traced.states}
+    assert {"parameter", "optimizer", "system"} <= kinds
+    assert {"model.fc1.weight", "model.fc2.bias"} <= {label_lines(a)[0] for a in nodes.values()}
+    assert viz.draw(graph).source == viz.draw(graph.ir).source  # an nn.Graph draws its optimised graph
+    for report in graph.passes:
+        source = viz.draw_pass(report).source
+        assert f"before {report.name}" in source
+        fused = style.MARKS["fused"][0]["fillcolor"]
+        assert source.count(fused) == len(report.fused) + (1 if report.fused else 0)  # + the legend swatch
+
+
+# ------------------------------------------------------------------------------------------ recording
+
+
+def _record_seed(**options):
+    with viz.record(**options) as rec:
+        x = flow.ones(1, 5)  # the input
+        w = flow.randn(5, 3, requires_grad=True)
+        b = flow.randn(1, 3, requires_grad=True)
+        z = flow.matmul(x, w) + b
+
+        y = flow.zeros(1, 3)  # the label
+        l = flow.sum(1 / 2 * (z - y) ** 2)  # noqa: F841
+    return rec
+
+
+def test_record_groups_steps_by_statement_with_stable_layout():
+    trace_before = sys.gettrace()
+    rec = _record_seed()
+    assert sys.gettrace() is trace_before and rec not in sys.modules["toynet.tensor"]._observers
+    frames = rec.frames
+    assert [f.source.splitlines()[0] for f in frames] == [
+        "x = flow.ones(1, 5)  # the input", "z = flow.matmul(x, w) + b", "y = flow.zeros(1, 3)  # the label",
+        "l = flow.sum(1 / 2 * (z - y) ** 2)  # noqa: F841"]
+    assert len(frames[0].source.splitlines()) == 3  # x, w, b: tensor-creating statements merge
+    for f in frames:
+        assert linecache.getline(__file__, f.lineno).strip() == f.source.splitlines()[0]
+    parsed = [parse_dot(f.dot) for f in frames]
+    assert all(set(p[0]) == set(parsed[0][0]) for p in parsed)  # every frame holds every node
+    visible = [{nid for nid, a in p[0].items() if a.get("style") != "invis" and nid != "legend"} for p in parsed]
+    assert [len(v) for v in visible] == [3, 3 + 4, 3 + 4 + 1, 3 + 4 + 1 + 10]
+    assert all(a < b for a, b in itertools.pairwise(visible))
+    names = [{label_lines(p[0][n])[0] for n in v} for p, v in zip(parsed, visible)]
+    assert {"x", "w", "b"} <= names[0] and "z" in names[1] and "y" in names[2] and "l" in names[3]
+    assert set(frames[1].added) == visible[1] - visible[0]
+    highlight = style.MARKS["highlight"][0]["color"]
+    assert all(parsed[1][0][n].get("color") == highlight for n in frames[1].added)
+
+
+def test_record_options_op_steps_and_manual_groups():
+    assert len(_record_seed(merge_creations=False).frames) == 6
+    op_frames = _record_seed(group="op").frames
+    assert len(op_frames) == 3 + 2 + 1 + 4  # x, w, b; matmul, add; y; sub, pow, mul, sum
+    assert [f.label for f in op_frames[3:5]] == ["matmul in: z = flow.matmul(x, w) + b", "add in: z = flow.matmul(x, w) + b"]
+    with viz.record() as rec:
+        x = flow.ones(1, 5)
+        w = flow.randn(5, 3, requires_grad=True)
+        b = flow.randn(1, 3, requires_grad=True)
+        rec.step("x, w, b")
+        z = flow.matmul(x, w) + b
+        rec.step("z")
+        y = flow.zeros(1, 3)
+        l = flow.sum(1 / 2 * (z - y) ** 2)
+        rec.step("loss")
+        l.backward()  # backward's own ops are not part of the recorded program
+    assert [f.label for f in rec.frames] == ["x, w, b", "z", "loss"]
+    with pytest.raises(ValueError, match="group"):
+        viz.record(group="line")
+
+
+def test_record_cleans_up_after_an_error():
+    trace_before = sys.gettrace()
+    observers = list(sys.modules["toynet.tensor"]._observers)
+    with pytest.raises(ValueError, match="inside the block"), viz.record():
+        a = flow.ones(2) * 2  # noqa: F841
+        raise ValueError("an error inside the block")
+    assert sys.gettrace() is trace_before
+    assert sys.modules["toynet.tensor"]._observers == observers
+
+
+def test_record_static_nodes_reported_by_hand_and_by_the_tracer():
+    g = tiny_training_graph()
+    with viz.record() as rec:
+        for node in g.nodes:
+            rec.on_node(node, graph=g)
+    frames = rec.frames
+    assert frames[0].label.startswith("graph inputs: x")
+    assert len(frames) >= 4
+    ids = set(parse_dot(frames[0].dot)[0])
+    assert all(set(parse_dot(f.dot)[0]) == ids for f in frames)
+    last = parse_dot(frames[-1].dot)[0]
+    assert all(a.get("style") != "invis" for a in last.values())
+
+    graph = _train_graph()
+    with viz.record() as rec:
+        graph(flow.randn(8, 3), flow.randn(8, 1))
+    labels = [f.label for f in rec.frames]
+    assert labels[0].startswith("graph inputs")
+    assert any(label.startswith("forward model.fc1") for label in labels)
+    assert any(label.startswith("backward") for label in labels)
+    assert any(label.startswith("optimizer") for label in labels)
+    updates = [e for e in parse_dot(rec.frames[-1].dot)[1] if e[2].get("label") == "update"]
+    assert len(updates) == len(graph.traced_ir.updates)  # the traced graph was found after the block
+
+
+@needs_dot
+def test_gif_has_one_frame_per_step(tmp_path):
+    from PIL import Image
+
+    rec = _record_seed()
+    path = rec.to_gif(str(tmp_path / "build.gif"), fps=2)
+    with Image.open(path) as gif:
+        assert gif.n_frames == len(rec.frames) == 4
+        sizes = set()
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            sizes.add(gif.size)
+            assert gif.info["duration"] == 500
+    assert len(sizes) == 1
+    with pytest.raises(ValueError, match="nothing to animate"):
+        viz.gif.to_gif([], str(tmp_path / "empty.gif"))
+
+
+@needs_dot
+def test_player_steps_through_frames():
+    rec = _record_seed()
+    player = rec.player(interval=300)
+    assert player.slider.max == player.play.max == len(rec.frames) - 1 and player.play.interval == 300
+    first_view, first_caption = player.view.value, player.caption.value
+    assert first_view.startswith("<svg") and "step 1/4" in first_caption
+    player.slider.value = 1
+    assert player.view.value != first_view
+    assert "step 2/4" in player.caption.value and "z = flow.matmul(x, w) + b" in player.caption.value
+    player.slider.value = 3
+    assert ">l<" in player.view.value  # the loss node's text appears in the last frame's SVG
+
+
+# ------------------------------------------------------------------------------------ rendering
+
+
+@needs_dot
+def test_svg_and_png_rendering():
+    *_, l = seed_example()
+    drawing = viz.draw(l)
+    svg = viz.to_svg(drawing)
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and ">matmul<" in svg
+    png = viz.to_png(drawing)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+    assert Image.open(io.BytesIO(png)).size[0] > 100
+    assert drawing.pipe(format="svg").startswith(b"<?xml")
+
+
+def test_missing_dot_explains_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    *_, l = seed_example()
+    drawing = viz.draw(l)
+    assert "matmul" in drawing.source  # drawing works without dot
+    for render in (lambda: viz.to_svg(drawing), lambda: drawing.pipe(format="png"),
+                   lambda: drawing.render(str(tmp_path / "g"), format="png")):
+        with pytest.raises(viz.GraphvizNotInstalled) as error:
+            render()
+        assert "apt-get install graphviz" in str(error.value) and "brew install graphviz" in str(error.value)
+    monkeypatch.setattr(viz.jupyter, "_warned", False)
+    with pytest.warns(UserWarning, match="apt-get install graphviz"):
+        assert l._repr_mimebundle_() is None  # the notebook falls back to the text repr
+
+
+# ------------------------------------------------------------------------------------ notebooks
+
+
+@needs_dot
+def test_notebook_display_of_tensors_and_graphs(monkeypatch):
+    *_, l = seed_example()
+    bundle = l._repr_mimebundle_()
+    assert "<svg" in bundle["image/svg+xml"] and bundle["text/plain"] == repr(l)
+    assert bundle["text/html"].startswith("<pre>tensor(")
+    assert flow.ones(2)._repr_mimebundle_() is None  # no grad_fn: the plain repr
+    assert set(l._repr_mimebundle_(include=["image/svg+xml"])) == {"image/svg+xml"}
+    g = tiny_training_graph()
+    assert "<svg" in g._repr_mimebundle_()["image/svg+xml"]
+    monkeypatch.setattr(viz.jupyter, "enabled", False)
+    assert l._repr_mimebundle_() is None and g._repr_mimebundle_() is None
+
+
+@needs_dot
+def test_notebook_display_caps_big_graphs():
+    h = flow.randn(2, requires_grad=True)
+    for _ in range(200):
+        h = h + 1.0
+    svg = h._repr_mimebundle_()["image/svg+xml"]
+    assert "max_nodes=None" in svg
+    assert svg.count('class="node"') <= viz.jupyter.MAX_NODES + 1  # + the legend
