@@ -81,17 +81,10 @@ def test_a_100000_op_chain_backpropagates_without_recursion():
     y = x
     for _ in range(100_000):
         y = y * 1.00001
-    y.backward()  # a recursive walk would pass Python's ~1000-frame limit here
+    y.backward(retain_graph=True)  # a recursive walk would pass Python's ~1000-frame limit here
     assert x.grad.item() == pytest.approx(1.00001 ** 100_000, rel=1e-9)
-
-
-def test_dropping_a_deep_graph_without_backward_is_fine():
-    x = flow.tensor(1.0, requires_grad=True)
-    y = x
-    for _ in range(100_000):
-        y = y + 1.0
     ref = weakref.ref(y)
-    del y
+    del y                          # freeing the whole (retained) chain must not recurse either
     assert ref() is None
 
 
