@@ -72,7 +72,7 @@ def test_reassigning_and_deleting_keeps_registries_consistent():
     del block.fc
     assert "fc" not in block._modules
     with pytest.raises(AttributeError, match="no attribute 'fc'"):
-        block.fc
+        _ = block.fc
 
 
 def test_assigning_the_wrong_kind_of_value_is_an_error():
@@ -352,7 +352,7 @@ def test_module_list_and_module_dict_register_their_modules():
     assert "a" in heads and "z" not in heads and len(heads) == 3
     assert heads["b"].out_features == 3
     assert [n for n, _ in heads.named_parameters()] == ["a.weight", "a.bias", "b.weight", "b.bias"]
-    assert dict(heads.items())["c"] is heads["c"] and list(heads.values())[0] is heads["a"]
+    assert dict(heads.items())["c"] is heads["c"] and next(iter(heads.values())) is heads["a"]
     pairs = nn.ModuleDict([("x", nn.ReLU()), ("y", nn.Tanh())])
     assert list(pairs) == ["x", "y"]
 

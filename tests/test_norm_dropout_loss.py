@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
 
 import toynet as flow
-from gradcheck import check_grad
 from toynet import nn
 from toynet.nn import functional as F
 from toynet.ops import OPS, ShapeError
@@ -224,11 +224,25 @@ def test_batch_norm_second_order_and_both_vjp_paths_agree(device, training):
     check_grad(lambda x, w, b: gradients(x, w, b, True), *arrays, device=device)
 
 
-def test_batch_norm_only_weight_needs_grad():
-    x = flow.randn(4, 3, 5)
-    bn = nn.BatchNorm1d(3)
-    (bn(x) * flow.randn(4, 3, 5)).sum().backward()
-    assert bn.weight.grad is not None and bn.bias.grad is not None and x.grad is None
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_gradients_only_where_asked(training):
+    """The fused vjp skips what nobody needs: frozen affine parameters, an input without grad."""
+    rng = np.random.default_rng(15)
+    x_data, g = rng.standard_normal((4, 3, 5)), flow.tensor(rng.standard_normal((4, 3, 5)))
+    reference = nn.BatchNorm1d(3).double().train(training)
+    x_ref = flow.tensor(x_data, requires_grad=True)
+    (reference(x_ref) * g).sum().backward()
+    for frozen in ("weight", "bias", "both", "input"):
+        bn = nn.BatchNorm1d(3).double().train(training)
+        x = flow.tensor(x_data, requires_grad=frozen != "input")
+        for name in ("weight", "bias"):
+            getattr(bn, name).requires_grad_(frozen not in (name, "both"))
+        (bn(x) * g).sum().backward()
+        for tensor, expected in ((x, x_ref), (bn.weight, reference.weight), (bn.bias, reference.bias)):
+            if tensor.requires_grad:
+                np.testing.assert_allclose(tensor.grad.numpy(), expected.grad.numpy(), rtol=1e-12, atol=1e-12)
+            else:
+                assert tensor.grad is None
 
 
 def _torch_bn_pair(torch, cls, torch_cls, channels, **kwargs):

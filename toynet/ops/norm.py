@@ -169,14 +169,14 @@ class BatchNorm(Op):
             # differentiable toynet ops (the readable version of the maths below).
             grads = _vjp_differentiable(grad, x, mean, var, weight, eps, training)
         else:
-            grads = _vjp_fused(grad, x, mean, var, weight, eps, training)
+            grads = _vjp_fused(grad, x, mean, var, weight, bias, eps, training)
         grad_x, grad_w, grad_b = grads
         if weight is None:
             return grad_x, None, None
         return grad_x, None, None, grad_w, grad_b
 
 
-def _vjp_fused(grad: Any, x: Any, mean: Any, var: Any, weight: Any, eps: float, training: bool) -> tuple:
+def _vjp_fused(grad: Any, x: Any, mean: Any, var: Any, weight: Any, bias: Any, eps: float, training: bool) -> tuple:
     """The fast vjp: one op for the two per-channel sums, one op for ``gx`` (about 7 passes in all)."""
     from ..tensor import apply
 
