@@ -91,6 +91,9 @@ class GraphStateMixin:
                 elif key.startswith(_SCHEDULER) and self._optimizers[int(index)].lr_scheduler is None:
                     problems.append(f"{key!r} holds a learning-rate scheduler's state, but optimizer {index} "
                                     "was added without lr_sch")
+                else:
+                    problems += _system_problems(key, value, self._optimizers[int(index)].optimizer
+                                                 if key.startswith(_OPTIMIZER) else None)
             elif strict:
                 problems.append(f"unexpected key {key!r}")
         if strict:
@@ -120,6 +123,29 @@ class GraphStateMixin:
 
 def _as_tensor(value: Any) -> Tensor:
     return value if isinstance(value, Tensor) else Tensor(value)
+
+
+def _system_problems(key: str, value: Any, optimizer: Any) -> list[str]:
+    """What is wrong with a saved train step, optimizer or scheduler entry (checked before loading any)."""
+    if key == _STEP:
+        shape = tuple(getattr(value, "shape", ()))
+        try:
+            dtype = value.dtype if isinstance(value, Tensor) else backend.dtype_of(value)
+        except (TypeError, ValueError, AttributeError):
+            dtype = None
+        if shape != (1,) or dtype is None or dtype.is_floating_point or dtype is backend.bool_:
+            return [f"{key!r} should be an integer tensor of shape (1,) (the step count), got "
+                    f"{type(value).__name__} of shape {shape}"]
+        return []
+    if not isinstance(value, dict):
+        return [f"{key!r} should hold a dict, got {type(value).__name__}"]
+    if optimizer is not None:
+        groups = value.get("param_groups")
+        if (not isinstance(groups, (list, tuple)) or len(groups) != len(optimizer.param_groups)
+                or not all(isinstance(g, dict) for g in groups)):
+            return [f"{key!r} should hold 'param_groups': a list of {len(optimizer.param_groups)} dict(s), one "
+                    f"per parameter group of the optimizer"]
+    return []
 
 
 def _module_problems(key: str, module: Any, value: Any, strict: bool) -> list[str]:

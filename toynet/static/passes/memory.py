@@ -104,9 +104,18 @@ def _run(graph: Graph, report: PassReport) -> Graph:
                 readers.setdefault(id(base), []).append(r)
 
     # 3. State updates written in place, where every reader of the old value runs first.
+    # A state whose old value becomes another state's new value (``prev.copy_(cur)``, directly or
+    # through a view) is read by that copy at the end of the call, after every op: never overwrite it early.
+    read_at_end = set()
+    for state_name, u in graph.updates.items():
+        base = base_of.get(id(u), u)
+        if base.kind == STATE and base.state_name != state_name:
+            read_at_end.add(base.state_name)
     for state_name, u in graph.updates.items():
         s = states[state_name]
         if u is s or u.kind != OP or not writes_out(u) or id(u) in outputs or len(update_targets[id(u)]) > 1:
+            continue
+        if state_name in read_at_end:
             continue
         if u.shape != s.shape or u.dtype != s.dtype:
             continue
@@ -148,10 +157,13 @@ def _run(graph: Graph, report: PassReport) -> Graph:
         elif writes_out(n) and id(n) not in outputs:
             slot = None
             if n.op.elementwise:
-                # In place: over an input that dies here, is ours, and has exactly this shape and dtype.
+                # In place: over an input that dies here, is ours, and has exactly this shape and dtype,
+                # and that no other input of this op looks at through a view (``h + h.t()``): the first
+                # write would change what the view reads.
                 for k, x in enumerate(n.inputs):
                     if (isinstance(x, Node) and id(x) in slot_of and last_use.get(id(x)) == i
                             and x.shape == n.shape and x.dtype == n.dtype
+                            and not any(base_of.get(id(y)) is x for y in n.input_nodes)
                             and (n.op is not FusedElementwise or reads_of_input(n.attrs["program"], k) == [0])):
                         slot = slot_of.pop(id(x))
                         plan.inplace[n.name] = x.name
