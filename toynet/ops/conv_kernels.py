@@ -178,67 +178,94 @@ def _tap_weights(xp, w):
     return xp.ascontiguousarray(w.reshape(w.shape[0], -1).T)
 
 
+def _overlap(size_in: int, size_out: int, offset: int, stride: int) -> tuple[slice, slice] | None:
+    """The outputs ``o`` whose input ``o * stride + offset`` is a real pixel (not padding), as a pair
+    (output slice, input slice), or None when a tap reads only padding.
+
+    Depthwise taps use these instead of a zero-padded copy: no padding is ever built or read, and
+    on small images (4x4, 2x2, 1x1) most of a tap's window is padding, so the work shrinks too.
+    """
+    first = max(0, -(offset // stride))                        # ceil(-offset / stride)
+    stop = min(size_out, (size_in - 1 - offset) // stride + 1)
+    if stop <= first:
+        return None
+    start = first * stride + offset
+    return slice(first, stop), slice(start, start + stride * (stop - first - 1) + 1, stride)
+
+
+def depthwise_taps(x_hw: Pair, out_hw: Pair, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair):
+    """Yield ``(t, out_rows, out_cols, in_rows, in_cols)`` for every tap ``t`` that touches real pixels."""
+    for i in range(kernel[0]):
+        rows = _overlap(x_hw[0], out_hw[0], i * dilation[0] - padding[0], stride[0])
+        for j in range(kernel[1]):
+            cols = _overlap(x_hw[1], out_hw[1], j * dilation[1] - padding[1], stride[1])
+            if rows is not None and cols is not None:
+                yield i * kernel[1] + j, rows[0], cols[0], rows[1], cols[1]
+
+
+def _channels_last(xp, a, start, count, buffer):
+    """Copy images start..start+count of (N, C, H, W) ``a`` into ``buffer`` as (count, H, W, C)."""
+    out = buffer[:count]
+    out[...] = a[start:start + count].transpose(0, 2, 3, 1)
+    return out
+
+
 def depthwise_forward(xp, x, w, stride, padding, dilation):
+    """y[n, c] = sum over taps t of w[c, t] * (x[n, c] shifted by tap t), channels-last, chunk by chunk."""
     n, c, h, wd = x.shape
     kernel, (ho, wo) = geometry(x.shape, w.shape, stride, padding, dilation)
-    (ph, pw), weights = padding, _tap_weights(xp, w)
-    chunk = _chunk(n, (h + 2 * ph) * (wd + 2 * pw) * c)
-    padded = xp.zeros((chunk, h + 2 * ph, wd + 2 * pw, c), dtype=x.dtype)  # borders stay zero
+    weights, chunk = _tap_weights(xp, w), _chunk(n, max(h * wd, ho * wo) * c)
+    source = xp.empty((chunk, h, wd, c), dtype=x.dtype)
     total = xp.empty((chunk, ho, wo, c), dtype=x.dtype)
     term = xp.empty_like(total)
     y = xp.empty((n, c, ho, wo), dtype=x.dtype)
     for start in range(0, n, chunk):
         k = min(chunk, n - start)
-        pad_k, total_k, term_k = padded[:k], total[:k], term[:k]
-        pad_k[:, ph:ph + h, pw:pw + wd] = x[start:start + k].transpose(0, 2, 3, 1)
-        for t, (i, j, rows, columns) in enumerate(taps(kernel, stride, dilation, (ho, wo))):
-            if t == 0:
-                xp.multiply(pad_k[:, rows, columns], weights[0], out=total_k)
-            else:
-                xp.multiply(pad_k[:, rows, columns], weights[t], out=term_k)
-                total_k += term_k
+        x_k, total_k, term_k = _channels_last(xp, x, start, k, source), total[:k], term[:k]
+        total_k.fill(0)
+        for t, out_r, out_c, in_r, in_c in depthwise_taps((h, wd), (ho, wo), kernel, stride, padding, dilation):
+            part = term_k[:, out_r, out_c]
+            xp.multiply(x_k[:, in_r, in_c], weights[t], out=part)
+            total_k[:, out_r, out_c] += part
         y[start:start + k] = total_k.transpose(0, 3, 1, 2)
     return y
 
 
 def depthwise_grad_input(xp, g, w, x_shape, stride, padding, dilation):
+    """dx[n, c] = sum over taps of w[c, t] * g[n, c], added back where tap t read from."""
     n, c, h, wd = x_shape
     kernel, (ho, wo) = geometry(x_shape, w.shape, stride, padding, dilation)
-    (ph, pw), weights = padding, _tap_weights(xp, w)
-    chunk = _chunk(n, (h + 2 * ph) * (wd + 2 * pw) * c)
-    padded = xp.empty((chunk, h + 2 * ph, wd + 2 * pw, c), dtype=g.dtype)
+    weights, chunk = _tap_weights(xp, w), _chunk(n, max(h * wd, ho * wo) * c)
     grad = xp.empty((chunk, ho, wo, c), dtype=g.dtype)
     term = xp.empty_like(grad)
+    total = xp.empty((chunk, h, wd, c), dtype=g.dtype)
     dx = xp.empty(x_shape, dtype=g.dtype)
     for start in range(0, n, chunk):
         k = min(chunk, n - start)
-        pad_k, grad_k, term_k = padded[:k], grad[:k], term[:k]
-        pad_k.fill(0)
-        grad_k[...] = g[start:start + k].transpose(0, 2, 3, 1)
-        for t, (i, j, rows, columns) in enumerate(taps(kernel, stride, dilation, (ho, wo))):
-            xp.multiply(grad_k, weights[t], out=term_k)
-            pad_k[:, rows, columns] += term_k
-        dx[start:start + k] = pad_k[:, ph:ph + h, pw:pw + wd].transpose(0, 3, 1, 2)
+        g_k, term_k, total_k = _channels_last(xp, g, start, k, grad), term[:k], total[:k]
+        total_k.fill(0)
+        for t, out_r, out_c, in_r, in_c in depthwise_taps((h, wd), (ho, wo), kernel, stride, padding, dilation):
+            part = term_k[:, out_r, out_c]
+            xp.multiply(g_k[:, out_r, out_c], weights[t], out=part)
+            total_k[:, in_r, in_c] += part
+        dx[start:start + k] = total_k.transpose(0, 3, 1, 2)
     return dx
 
 
 def depthwise_grad_weight(xp, x, g, w_shape, stride, padding, dilation):
+    """dw[c, t] = sum over images and pixels of g[n, c] * (x[n, c] shifted by tap t)."""
     n, c, h, wd = x.shape
     kernel, (ho, wo) = geometry(x.shape, w_shape, stride, padding, dilation)
-    ph, pw = padding
-    chunk = _chunk(n, (h + 2 * ph) * (wd + 2 * pw) * c)
-    padded = xp.zeros((chunk, h + 2 * ph, wd + 2 * pw, c), dtype=x.dtype)
+    chunk = _chunk(n, max(h * wd, ho * wo) * c)
+    source = xp.empty((chunk, h, wd, c), dtype=x.dtype)
     grad = xp.empty((chunk, ho, wo, c), dtype=x.dtype)
-    term = xp.empty_like(grad)
     dw = xp.zeros((kernel[0] * kernel[1], c), dtype=x.dtype)
     for start in range(0, n, chunk):
         k = min(chunk, n - start)
-        pad_k, grad_k, term_k = padded[:k], grad[:k], term[:k]
-        pad_k[:, ph:ph + h, pw:pw + wd] = x[start:start + k].transpose(0, 2, 3, 1)
-        grad_k[...] = g[start:start + k].transpose(0, 2, 3, 1)
-        for t, (i, j, rows, columns) in enumerate(taps(kernel, stride, dilation, (ho, wo))):
-            xp.multiply(pad_k[:, rows, columns], grad_k, out=term_k)
-            dw[t] += term_k.reshape(-1, c).sum(axis=0)
+        x_k, g_k = _channels_last(xp, x, start, k, source), _channels_last(xp, g, start, k, grad)
+        for t, out_r, out_c, in_r, in_c in depthwise_taps((h, wd), (ho, wo), kernel, stride, padding, dilation):
+            # einsum multiplies and sums in one pass, with no temporary array
+            dw[t] += xp.einsum("nhwc,nhwc->c", x_k[:, in_r, in_c], g_k[:, out_r, out_c])
     return xp.ascontiguousarray(dw.T).reshape(w_shape)
 
 

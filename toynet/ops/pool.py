@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import backend
 from ._op import Op, ShapeError, register, require_float, shape_of
 from .conv_kernels import taps
 
@@ -91,20 +90,35 @@ def _out_hw(x_shape, kernel_size, stride, padding, dilation, ceil_mode, op="pool
 # ----------------------------------------------------------------------------------------- max pool
 
 
-def window_argmax(xp, x, kernel_size, stride, padding, dilation, ceil_mode):
-    """For every window, the index (0..kh*kw-1, row-major) of the tap holding its first maximum."""
+def window_max(xp, padded, kernel_size, stride, dilation, out_hw):
+    """The maximum of every window: a running ``maximum`` over the taps' strided slices."""
+    best = None
+    for i, j, rows, cols in taps(kernel_size, stride, dilation, out_hw):
+        if best is None:
+            best = padded[:, :, rows, cols].copy()
+        else:
+            xp.maximum(best, padded[:, :, rows, cols], out=best)
+    return best
+
+
+def argmax_taps(xp, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """Yield ``(rows, cols, hit)`` per tap: ``hit`` marks the windows whose (first) maximum is at this tap.
+
+    The maximum is recomputed from ``x``; then the taps are visited in row-major order and each
+    window is claimed by the first tap equal to its maximum, as PyTorch picks on ties.
+    """
     out_hw = _out_hw(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     padded = _padded(xp, x, padding, out_hw, kernel_size, stride, dilation, -float("inf"))
-    best = which = None
-    for t, (i, j, rows, cols) in enumerate(taps(kernel_size, stride, dilation, out_hw)):
-        value = padded[:, :, rows, cols]
-        if t == 0:
-            best, which = value.copy(), xp.zeros(value.shape, dtype=backend.int64.array_dtype)
+    best = window_max(xp, padded, kernel_size, stride, dilation, out_hw)
+    unclaimed = None
+    for i, j, rows, cols in taps(kernel_size, stride, dilation, out_hw):
+        hit = padded[:, :, rows, cols] == best
+        if unclaimed is None:
+            unclaimed = ~hit
         else:
-            better = value > best  # strictly greater: ties keep the earlier tap
-            xp.maximum(best, value, out=best)
-            which[better] = t
-    return which, padded, out_hw
+            hit &= unclaimed
+            unclaimed ^= hit
+        yield rows, cols, hit, padded.shape
 
 
 class _PoolOp(Op):
@@ -122,19 +136,8 @@ class MaxPool2d(_PoolOp):
                 ceil_mode=False):
         check_padding(self.name, kernel_size, padding)
         out_hw = _out_hw(x.shape, kernel_size, stride, padding, dilation, ceil_mode, self.name)
-        n, c, h, w = x.shape
-        kh, kw = kernel_size
-        if kernel_size == stride and padding == (0, 0) and dilation == (1, 1) and (h, w) == (kh * out_hw[0], kw * out_hw[1]):
-            # Windows tile the image exactly: view it as (N, C, Ho, kh, Wo, kw) and reduce.
-            return x.reshape(n, c, out_hw[0], kh, out_hw[1], kw).max(axis=(3, 5))
         padded = _padded(xp, x, padding, out_hw, kernel_size, stride, dilation, -float("inf"))
-        result = None
-        for i, j, rows, cols in taps(kernel_size, stride, dilation, out_hw):
-            if result is None:
-                result = padded[:, :, rows, cols].copy()
-            else:
-                xp.maximum(result, padded[:, :, rows, cols], out=result)
-        return result
+        return window_max(xp, padded, kernel_size, stride, dilation, out_hw)
 
     def vjp(self, grad, inputs, output, **attrs):
         return (_apply("max_pool2d_grad", inputs[0], grad, **attrs),)
@@ -149,11 +152,13 @@ class MaxPool2dGrad(Op):
 
     def forward(self, xp, x, g, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                 ceil_mode=False):
-        which, padded, out_hw = window_argmax(xp, x, kernel_size, stride, padding, dilation, ceil_mode)
-        grad = xp.zeros(padded.shape, dtype=g.dtype)
-        zero = xp.zeros((), dtype=g.dtype)
-        for t, (i, j, rows, cols) in enumerate(taps(kernel_size, stride, dilation, out_hw)):
-            grad[:, :, rows, cols] += xp.where(which == t, g, zero)
+        grad = term = None
+        for rows, cols, hit, padded_shape in argmax_taps(xp, x, kernel_size, stride, padding, dilation, ceil_mode):
+            if grad is None:
+                grad = xp.zeros(padded_shape, dtype=g.dtype)
+                term = xp.empty_like(g)
+            xp.multiply(g, hit, out=term)
+            grad[:, :, rows, cols] += term
         return _crop(xp, grad, padding, x.shape)
 
     def infer(self, x, g, **attrs):
@@ -177,12 +182,12 @@ class MaxPool2dSelect(Op):
 
     def forward(self, xp, x, h, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                 ceil_mode=False):
-        which, _, out_hw = window_argmax(xp, x, kernel_size, stride, padding, dilation, ceil_mode)
+        out_hw = _out_hw(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
         source = _padded(xp, h, padding, out_hw, kernel_size, stride, dilation, 0)
-        result = xp.zeros(which.shape, dtype=h.dtype)
-        for t, (i, j, rows, cols) in enumerate(taps(kernel_size, stride, dilation, out_hw)):
-            hit = which == t
-            result[hit] = source[:, :, rows, cols][hit]
+        result = None
+        for rows, cols, hit, _ in argmax_taps(xp, x, kernel_size, stride, padding, dilation, ceil_mode):
+            picked = source[:, :, rows, cols] * hit
+            result = picked if result is None else result + picked
         return result
 
     def infer(self, x, h, **attrs):
@@ -245,9 +250,6 @@ class AvgPool2d(_AvgPoolOp):
                 count_include_pad=True, divisor_override=None):
         check_padding(self.name, kernel_size, padding)
         out_hw = _out_hw(x.shape, kernel_size, stride, padding, (1, 1), ceil_mode, self.name)
-        if _tiles(x.shape, kernel_size, stride, padding, out_hw) and not divisor_override:
-            n, c = x.shape[:2]
-            return x.reshape(n, c, out_hw[0], kernel_size[0], out_hw[1], kernel_size[1]).mean(axis=(3, 5))
         padded = _padded(xp, x, padding, out_hw, kernel_size, stride, (1, 1), 0)
         total = None
         for i, j, rows, cols in taps(kernel_size, stride, (1, 1), out_hw):
