@@ -1,0 +1,518 @@
+"""nn.Graph as the tutorials use it: the seeds' examples give Eager mode's numbers, modules keep
+their train/eval behaviour, new input shapes compile new graphs, and mistakes get OneFlow's errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import toynet as flow
+from toynet import nn
+
+# ------------------------------------------------------------------------------ the seeds' examples
+
+
+class ModuleMyLinear(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.weight = nn.Parameter(flow.randn(in_features, out_features))
+        self.bias = nn.Parameter(flow.randn(out_features))
+
+    def forward(self, input):
+        return flow.matmul(input, self.weight) + self.bias
+
+
+def test_graph_my_linear_equals_the_eager_module():
+    linear_model = ModuleMyLinear(4, 3)
+
+    class GraphMyLinear(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = linear_model
+
+        def build(self, input):
+            return self.model(input)
+
+    graph_mylinear = GraphMyLinear()
+    for _ in range(2):
+        input = flow.randn(1, 4)
+        out = graph_mylinear(input)
+        assert not out.is_lazy and out.shape == (1, 3) and out.dtype == flow.float32
+        np.testing.assert_allclose(out.numpy(), linear_model(input).detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert graph_mylinear.model is linear_model
+    assert not graph_mylinear.training
+
+
+def poly_data():
+    x = flow.tensor(np.linspace(-math.pi, math.pi, 2000), dtype=flow.float32)
+    y = flow.tensor(np.sin(x), dtype=flow.float32)
+    xx = flow.cat([x.unsqueeze(-1).pow(1), x.unsqueeze(-1).pow(2), x.unsqueeze(-1).pow(3)], dim=1)
+    return xx, y
+
+
+def poly_setup():
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 1), nn.Flatten(0, 1))
+    loss_fn = nn.MSELoss(reduction="sum")
+    optimizer = flow.optim.SGD(model.parameters(), lr=1e-6)
+    return model, loss_fn, optimizer
+
+
+def linear_train_graph(model, loss_fn, optimizer):
+    class LinearTrainGraph(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.loss_fn = loss_fn
+            self.add_optimizer(optimizer)
+
+        def build(self, x, y):
+            y_pred = self.model(x)
+            loss = self.loss_fn(y_pred, y)
+            loss.backward()
+            return loss
+
+    return LinearTrainGraph()
+
+
+def test_poly_fit_graph_matches_the_eager_loop_step_by_step():
+    xx, y = poly_data()
+    model, loss_fn, optimizer = poly_setup()
+    eager_losses = []
+    for _ in range(300):
+        loss = loss_fn(model(xx), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        eager_losses.append(loss.numpy().item())
+
+    g_model, g_loss_fn, g_optimizer = poly_setup()
+    graph = linear_train_graph(g_model, g_loss_fn, g_optimizer)
+    assert graph.training
+    graph_losses = [graph(xx, y).numpy().item() for _ in range(300)]
+
+    np.testing.assert_allclose(graph_losses, eager_losses, rtol=1e-5)
+    assert graph_losses[-1] < graph_losses[0] / 5                  # it did learn
+    for p, q in zip(g_model.parameters(), model.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_poly_fit_graph_reaches_the_tutorials_result_after_2000_steps():
+    xx, y = poly_data()
+    model, loss_fn, optimizer = poly_setup()
+    graph = linear_train_graph(model, loss_fn, optimizer)
+    for t in range(2000):
+        loss = graph(xx, y)
+    # The tutorial prints "1999 9.040091" and y = -0.0014 + 0.842 x + 0.0002 x^2 - 0.0913 x^3
+    # (from another random start).
+    assert 8.5 < loss.numpy().item() < 10.0
+    weight = model[0].weight.numpy()[0]
+    assert abs(weight[0] - 0.84) < 0.02
+    assert abs(weight[1]) < 0.01
+    assert abs(weight[2] - (-0.091)) < 0.003
+    assert abs(model[0].bias.numpy()[0]) < 0.05
+    assert graph.state_dict()["System-Train-TrainStep"].numpy().tolist() == [2000]
+
+
+# ------------------------------------------------------------------------------------ a conv net
+
+
+def conv_net():
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Dropout(0.3), nn.Linear(4 * 4 * 4, 5))
+
+
+def conv_batch(n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    x = flow.tensor(rng.standard_normal((n, 3, 8, 8)).astype(np.float32))
+    y = flow.tensor(rng.integers(0, 5, n), dtype=flow.int64)
+    return x, y
+
+
+class InferenceGraph(nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def build(self, x):
+        return self.model(x)
+
+
+class TrainGraph(nn.Graph):
+    def __init__(self, model, loss_fn, optimizer):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+        self.add_optimizer(optimizer)
+
+    def build(self, x, y):
+        loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        return loss
+
+
+def test_conv_net_training_graph_matches_eager_step_by_step():
+    batches = [conv_batch(seed=s) for s in range(4)]
+    flow.manual_seed(1)
+    eager_model = conv_net()
+    flow.manual_seed(1)
+    graph_model = conv_net()
+    eager_opt = flow.optim.SGD(eager_model.parameters(), lr=0.05, momentum=0.9)
+    graph = TrainGraph(graph_model, nn.CrossEntropyLoss(),
+                       flow.optim.SGD(graph_model.parameters(), lr=0.05, momentum=0.9))
+    loss_fn = nn.CrossEntropyLoss()
+    for step, (x, y) in enumerate(batches):
+        flow.manual_seed(100 + step)           # the same dropout mask in both modes
+        loss = loss_fn(eager_model(x), y)
+        eager_opt.zero_grad()
+        loss.backward()
+        eager_opt.step()
+        flow.manual_seed(100 + step)
+        graph_loss = graph(x, y)
+        np.testing.assert_allclose(graph_loss.numpy(), loss.numpy(), rtol=1e-5, err_msg=f"step {step}")
+        for (name, p), q in zip(graph_model.state_dict().items(), eager_model.state_dict().values()):
+            np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{name}, step {step}")
+    # BatchNorm's running statistics were updated by the graph and are visible in the module.
+    bn = graph_model[1]
+    assert not np.allclose(bn.running_mean.numpy(), 0) and not np.allclose(bn.running_var.numpy(), 1)
+    assert bn.num_batches_tracked.numpy().item() == 4
+
+
+def test_conv_net_inference_graph_in_eval_mode():
+    flow.manual_seed(2)
+    model = conv_net()
+    for _ in range(2):                      # give BatchNorm running statistics that are not 0 and 1
+        model(conv_batch(seed=9)[0])
+    model.eval()
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    graph = InferenceGraph(model)
+    x, _ = conv_batch(seed=5)
+    first, second = graph(x).numpy().copy(), graph(x).numpy()
+    np.testing.assert_array_equal(first, second)         # Dropout is off: no randomness
+    with flow.no_grad():
+        np.testing.assert_allclose(first, model(x).numpy(), rtol=1e-5, atol=1e-6)
+    for key, value in model.state_dict().items():        # eval: running statistics stay
+        np.testing.assert_array_equal(value.numpy(), before[key], err_msg=key)
+    assert "dropout" not in graph.ir.format() and "batch_norm_stats" not in graph.ir.format()
+
+
+def test_dropout_in_a_training_mode_graph_draws_new_masks_like_eager():
+    flow.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 20), nn.Dropout(0.5))
+    graph = InferenceGraph(model)           # no optimizer, but the module is in training mode
+    x = flow.ones(4, 20)
+    flow.manual_seed(7)
+    a, b = graph(x).numpy().copy(), graph(x).numpy().copy()
+    assert not np.array_equal(a, b)
+    flow.manual_seed(7)
+    with flow.no_grad():
+        np.testing.assert_allclose(a, model(x).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(b, model(x).numpy(), rtol=1e-6)
+    assert np.mean(a == 0) > 0.2
+
+
+def test_training_graph_updates_batchnorm_statistics_like_eager_without_an_optimizer_step():
+    flow.manual_seed(4)
+    eager = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4, momentum=None))
+    flow.manual_seed(4)
+    lazy = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4, momentum=None))   # cumulative average
+    graph = InferenceGraph(lazy)
+    for seed in range(3):
+        x = flow.tensor(np.random.default_rng(seed).standard_normal((8, 3)).astype(np.float32))
+        with flow.no_grad():
+            want = eager(x)
+        np.testing.assert_allclose(graph(x).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    for key, value in lazy.state_dict().items():
+        np.testing.assert_allclose(value.numpy(), eager.state_dict()[key].numpy(), rtol=1e-6, err_msg=key)
+
+
+# --------------------------------------------------------------------------------- input shapes
+
+
+def test_new_input_shapes_compile_new_graphs_and_old_shapes_reuse_them(capsys):
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    graph = InferenceGraph(model)
+    graph.debug(1)
+    shapes = [(4, 3), (5, 3), (4, 3), (5, 3), (1, 3)]
+    messages = []
+    for shape in shapes:
+        x = flow.randn(*shape)
+        out = graph(x)
+        assert out.shape == (shape[0], 2)
+        with flow.no_grad():
+            np.testing.assert_allclose(out.numpy(), model(x).numpy(), rtol=1e-6)
+        messages.append(capsys.readouterr().out)
+    new_shape = "(GRAPH:InferenceGraph_{}:InferenceGraph) got a new input shape, is compiling a new graph."
+    building = "start building graph."
+    assert [building in m for m in messages] == [True, True, False, False, True]
+    assert [new_shape.format(graph.name.split("_")[-1]) in m for m in messages] == [False, True, False, False, True]
+    assert graph.ir.inputs[0].shape == (1, 3)     # the graph of the last call
+    # The cached plan for (4, 3) is the very plan made on the first call.
+    graph(flow.randn(4, 3))
+    first_plan = graph.plan
+    graph(flow.randn(5, 3))
+    graph(flow.randn(4, 3))
+    assert graph.plan is first_plan
+
+
+def test_a_new_dtype_also_compiles_a_new_graph():
+    graph = InferenceGraph(nn.ReLU())
+    assert graph(flow.tensor([-1.0, 2.0])).dtype == flow.float32
+    out = graph(flow.tensor([-1.0, 2.0], dtype=flow.float64))
+    assert out.dtype == flow.float64 and out.numpy().tolist() == [0.0, 2.0]
+
+
+# --------------------------------------------------------------------------- module access
+
+
+def test_graph_model_is_the_real_module():
+    model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    graph = InferenceGraph(model)
+    assert graph.model is model
+    graph(flow.randn(4, 3))
+    state = graph.model.state_dict()
+    assert list(state) == list(model.state_dict())
+    assert state["0.weight"] is not None and state["0.weight"].shape == (2, 3)
+    assert isinstance(graph.model[0], nn.Linear)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        graph.nothing
+
+
+# ------------------------------------------------------------------------------------- errors
+
+
+def test_build_must_be_overridden():
+    class NoBuild(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Linear(2, 2)
+
+    with pytest.raises(NotImplementedError, match=r"nn.Graph.build\(\) method must be overridden"):
+        NoBuild()(flow.randn(1, 2))
+
+
+def test_missing_super_init_is_reported_on_assignment_and_on_call():
+    class NoSuper(nn.Graph):
+        def __init__(self):
+            self.model = nn.Linear(2, 2)
+
+        def build(self, x):
+            return self.model(x)
+
+    with pytest.raises(AttributeError, match=r"please call super\(\).__init__\(\)"):
+        NoSuper()
+
+    class NoSuperNoModules(nn.Graph):
+        def __init__(self):
+            pass
+
+        def build(self, x):
+            return x
+
+    graph = NoSuperNoModules()
+    with pytest.raises(AttributeError, match="Base class nn.Graph has not been initialized"):
+        graph(flow.randn(1, 2))
+
+
+def test_calling_build_directly_says_to_call_the_graph():
+    graph = InferenceGraph(nn.Linear(2, 2))
+    with pytest.raises(RuntimeError, match=r"build\(\) was called directly.*call the graph object"):
+        graph.build(flow.randn(1, 2))
+
+
+def small_train_graph(backward_kwargs=None, with_optimizer=True):
+    model = nn.Linear(2, 2)
+    optimizer = flow.optim.SGD(model.parameters(), lr=0.1)
+
+    class Train(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            if with_optimizer:
+                self.add_optimizer(optimizer)
+
+        def build(self, x):
+            loss = self.model(x).sum()
+            loss.backward(**(backward_kwargs or {}))
+            return loss
+
+    return Train()
+
+
+def test_backward_without_an_optimizer(capsys):
+    graph = small_train_graph(with_optimizer=False)
+    with pytest.raises(RuntimeError, match="job has no TrainConf") as info:
+        graph(flow.randn(1, 2))
+    assert "add_optimizer" in str(info.value)
+    assert f"[ERROR](GRAPH:{graph.name}:Train) building graph got error." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argument", ["retain_graph", "create_graph"])
+def test_backward_refuses_retain_graph_and_create_graph(argument):
+    graph = small_train_graph({argument: True})
+    with pytest.raises(RuntimeError, match=f"nn.Graph donot accept '{argument}' argument in backward"):
+        graph(flow.randn(1, 2))
+
+
+def test_backward_needs_a_scalar_loss():
+    model = nn.Linear(2, 2)
+
+    class NotScalar(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.1))
+
+        def build(self, x):
+            out = self.model(x)
+            out.backward(flow.ones_like(out))
+            return out
+
+    with pytest.raises(RuntimeError, match=r"scalar loss, got shape \(3, 2\)"):
+        NotScalar()(flow.randn(3, 2))
+
+
+def test_optimizer_and_tensor_attributes_are_refused():
+    graph = InferenceGraph(nn.Linear(2, 2))
+    with pytest.raises(AttributeError, match="not allowed to set Optimizer attribute named 'opt'. "
+                                             r"Please use add_optimizer\(...\) instead."):
+        graph.opt = flow.optim.SGD(graph.model.parameters(), lr=0.1)
+    with pytest.raises(AttributeError, match="not allowed to set Tensor attribute named 't'. Please use "
+                                             "nn.Module to hold the tensor"):
+        graph.t = flow.randn(2)
+    graph.note = "plain attributes are fine"
+    assert graph.note == "plain attributes are fine"
+
+
+def test_module_names_with_a_dot_or_empty_are_refused():
+    graph = InferenceGraph(nn.Linear(2, 2))
+    with pytest.raises(KeyError, match=r'module name can\\?\'t contain ".", got: a.b'):
+        setattr(graph, "a.b", nn.ReLU())
+    with pytest.raises(KeyError, match=r'module name can\\?\'t be empty string ""'):
+        setattr(graph, "", nn.ReLU())
+    graph.plain = 1
+    with pytest.raises(KeyError, match="attribute 'plain' already exists"):
+        graph.plain = nn.ReLU()
+
+
+def test_optimizer_with_parameters_outside_the_graph():
+    outside = nn.Linear(2, 2)
+
+    class Foreign(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Linear(2, 2)
+            self.add_optimizer(flow.optim.SGD(outside.parameters(), lr=0.1))
+
+        def build(self, x):
+            loss = self.model(x).sum()
+            loss.backward()
+            return loss
+
+    with pytest.raises(ValueError, match="is not in the corresponding nn.Graph/nn.Module"):
+        Foreign()(flow.randn(1, 2))
+
+
+def test_one_parameter_in_two_optimizers():
+    model = nn.Linear(2, 2)
+
+    class Twice(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.1))
+            self.add_optimizer(flow.optim.Adam([model.bias], lr=0.1))
+
+        def build(self, x):
+            return x
+
+    with pytest.raises(ValueError, match=r"<model.bias> is already bound to another optimizer."):
+        Twice()
+
+
+def test_add_optimizer_checks_its_arguments():
+    model = nn.Linear(2, 2)
+    graph = InferenceGraph(model)
+    with pytest.raises(AssertionError, match="optimizer cannot be None"):
+        graph.add_optimizer(None)
+    with pytest.raises(AssertionError, match="optimizer must be an instance of Optimizer"):
+        graph.add_optimizer("sgd")
+    opt, other = flow.optim.SGD(model.parameters(), lr=0.1), flow.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(AssertionError, match="lr_scheduler's optimizer must be the same optimizer"):
+        graph.add_optimizer(opt, lr_sch=flow.optim.lr_scheduler.StepLR(other, step_size=1))
+    assert not graph.training
+
+
+@pytest.mark.parametrize("code", ["x.numpy()", "x.item()", "x.sum().item()", "float(x.sum())",
+                                  "int(x.sum())", "if_statement", "x.tolist()"])
+def test_data_dependent_python_in_build_explains_tracing(code):
+    class DataDependent(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Linear(2, 2)
+
+        def build(self, x):
+            x = self.model(x)
+            if code == "if_statement":
+                if x.sum() > 0:
+                    return x
+                return -x
+            eval(code)
+            return x
+
+    with pytest.raises(RuntimeError) as info:
+        DataDependent()(flow.randn(1, 2))
+    message = str(info.value)
+    assert "lazy tensor" in message and "nn.Graph.build()" in message
+    assert "traced once" in message and "toynet.where" in message
+
+
+def test_printing_a_lazy_tensor_in_build_shows_its_meta(capsys):
+    class Printing(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Linear(2, 3)
+
+        def build(self, x):
+            y = self.model(x)
+            print(y)
+            return y
+
+    Printing()(flow.randn(4, 2))
+    assert "tensor(..., is_lazy='True', size=(4, 3), dtype=toynet.float32)" in capsys.readouterr().out
+
+
+def test_lazy_tensors_cannot_escape_the_trace():
+    escaped = []
+
+    class Leaky(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = nn.Linear(2, 2)
+
+        def build(self, x):
+            y = self.model(x)
+            escaped.append(y)
+            return y
+
+    Leaky()(flow.randn(1, 2))
+    with pytest.raises(RuntimeError, match="lazy tensors exist only inside nn.Graph.build"):
+        escaped[0] + 1
+
+
+def test_views_compiled_state_before_the_first_call_say_how_to_compile():
+    graph = InferenceGraph(nn.Linear(2, 2))
+    assert not graph.is_compiled
+    for view in ("plan", "ir", "passes", "traced_ir"):
+        with pytest.raises(RuntimeError, match="has not been compiled yet; call the graph once"):
+            getattr(graph, view)
+    graph(flow.randn(1, 2))
+    assert graph.is_compiled
+
+
+def test_debug_level_is_checked():
+    graph = InferenceGraph(nn.Linear(2, 2))
+    with pytest.raises(AssertionError, match="The min verbose debug info level is -1, the max is 3, got 4"):
+        graph.debug(4)
