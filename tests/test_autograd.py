@@ -264,6 +264,18 @@ def test_gradients_accumulate_across_backward_calls(device):
     np.testing.assert_allclose(x.grad.numpy(), [5.0, 5.0])
 
 
+def test_each_leaf_owns_a_writable_grad(device):
+    a = flow.tensor([1.0, 2.0], device=device, requires_grad=True)
+    b = flow.tensor([3.0, 4.0], device=device, requires_grad=True)
+    (a + b).sum().backward()      # add hands one gradient tensor to both; sum's is a broadcast view
+    assert a.grad is not b.grad
+    a.grad.zero_()                # in place, as zero_grad(set_to_none=False) or gradient clipping do
+    a.grad.add_(flow.tensor([5.0, 5.0], device=device))
+    np.testing.assert_array_equal(a.grad.numpy(), [5.0, 5.0])
+    np.testing.assert_array_equal(b.grad.numpy(), [1.0, 1.0])
+    assert a.grad.grad_fn is None and not a.grad.requires_grad
+
+
 def test_a_tensor_used_twice_in_one_op(device):
     x = flow.tensor([3.0], device=device, requires_grad=True)
     (x * x).sum().backward()

@@ -232,7 +232,12 @@ def _add(total: Any, g: Any) -> Any:
 def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool) -> None:
     if not create_graph and g.grad_fn is not None:
         g = g.detach()
-    leaf.grad = g if leaf.grad is None else leaf.grad + g
+    if leaf.grad is None:
+        # A leaf owns its .grad: a vjp may hand back a read-only broadcast view (sum's), or the very
+        # tensor another leaf gets too (a + b), and users change .grad in place (zero_(), clipping).
+        leaf.grad = g.clone()
+    else:
+        leaf.grad = leaf.grad + g
 
 
 def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what: str) -> list[Any]:
