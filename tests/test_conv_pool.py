@@ -309,3 +309,39 @@ def test_small_conv_net_trains_in_float32(device):
         losses.append(loss.item())
     assert loss.dtype == flow.float32
     assert losses[-1] < losses[0]
+
+
+def test_graph_mode_traces_the_layers_and_matches_eager():
+    """nn.Graph traces Conv2d and the pools (shape rules, vjps on lazy tensors): same losses as Eager."""
+    nn = flow.nn
+
+    def make():
+        flow.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Conv2d(8, 4, 1), nn.AvgPool2d(2),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+
+    x, t = flow.randn(4, 3, 8, 8), flow.randn(4, 2)
+    eager_model, graph_model = make(), make()
+    eager_opt = flow.optim.SGD(eager_model.parameters(), lr=0.1)
+    graph_opt = flow.optim.SGD(graph_model.parameters(), lr=0.1)
+
+    class TrainGraph(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = graph_model
+            self.add_optimizer(graph_opt)
+
+        def build(self, x, t):
+            loss = F.mse_loss(self.model(x), t)
+            loss.backward()
+            return loss
+
+    graph = TrainGraph()
+    for _ in range(3):
+        loss = F.mse_loss(eager_model(x), t)
+        eager_opt.zero_grad()
+        loss.backward()
+        eager_opt.step()
+        np.testing.assert_allclose(graph(x, t).numpy(), loss.numpy(), rtol=1e-5)
+    assert "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)" in repr(graph)
