@@ -332,6 +332,16 @@ def test_reductions_of_a_0d_tensor(device):
     assert a.grad.item() == 1.0
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64", "bool"])
+def test_integer_and_bool_sums_are_int64(device, dtype):
+    t = flow.tensor(np.array([[200, 100], [1, 0]]).astype(dtype), device=device)
+    expected = np.array([[200, 100], [1, 0]]).astype(dtype).astype(np.int64)
+    for result, want in [(t.sum(), expected.sum()), (t.sum(1), expected.sum(1)), (t.sum(0, keepdim=True),
+                                                                                  expected.sum(0, keepdims=True))]:
+        assert result.dtype is flow.int64
+        np.testing.assert_array_equal(result.numpy(), want)
+
+
 def test_softmax_is_stable_for_large_logits(device):
     a = flow.tensor([[1000.0, 1000.0, -1000.0]], device=device)
     np.testing.assert_allclose(a.softmax(1).numpy(), [[0.5, 0.5, 0.0]])

@@ -20,6 +20,7 @@ def test_tensor_from_python_data_infers_dtypes():
     assert flow.tensor([[1, 2], [3, 4]]).dtype is flow.int64
     assert flow.tensor(3).dtype is flow.int64
     assert flow.tensor([True, False]).dtype is flow.bool
+    assert flow.tensor([]).dtype is flow.float32 and flow.tensor([[], []]).shape == (2, 0)
     assert flow.tensor(np.arange(3.0)).dtype is flow.float64  # NumPy arrays keep their dtype
     assert flow.tensor(np.arange(3, dtype=np.int32)).dtype is flow.int32
     assert flow.tensor([1, 2], dtype=flow.float64).dtype is flow.float64

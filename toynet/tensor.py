@@ -793,7 +793,7 @@ def _is_float_data(data: Any) -> bool:
     if isinstance(data, float):
         return True
     if isinstance(data, (list, tuple)):
-        return any(_is_float_data(d) for d in data)
+        return not data or any(_is_float_data(d) for d in data)  # an empty list is float32, as in PyTorch
     return False  # arrays keep their own dtype
 
 

@@ -52,7 +52,9 @@ class Sum(Reduction):
     supports_out = True
 
     def forward(self, xp, a, dim=(), keepdim=False, out=None):
-        return full_reduction(xp, xp.sum(a, axis=dim, keepdims=keepdim, out=out))
+        # Integers and bools sum to int64, as out_dtype says (NumPy would sum uint8 to uint64).
+        dtype = None if backend.dtype_of(a).is_floating_point else backend.int64.array_dtype
+        return full_reduction(xp, xp.sum(a, axis=dim, keepdims=keepdim, out=out, dtype=dtype))
 
     def out_dtype(self, a):
         return a.dtype if a.dtype.is_floating_point else backend.int64
