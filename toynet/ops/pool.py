@@ -152,6 +152,13 @@ class MaxPool2dGrad(Op):
 
     def forward(self, xp, x, g, kernel_size=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                 ceil_mode=False):
+        out_hw = g.shape[2:]
+        if _tiles(x.shape, kernel_size, stride, padding, out_hw) and dilation == (1, 1):
+            # Every pixel lies in exactly one window: write each tap's share in place, no zeros, no adds.
+            grad = xp.empty(x.shape, dtype=g.dtype)
+            for rows, cols, hit, _ in argmax_taps(xp, x, kernel_size, stride, padding, dilation, ceil_mode):
+                xp.multiply(g, hit, out=grad[:, :, rows, cols])
+            return grad
         grad = term = None
         for rows, cols, hit, padded_shape in argmax_taps(xp, x, kernel_size, stride, padding, dilation, ceil_mode):
             if grad is None:
