@@ -137,7 +137,8 @@ CALLS: dict[str, Call] = {
     "clamp": unary(lambda x: [x.clamp(-0.5, 0.5), x.clamp(min=0), x.clamp(max=1)]),
     "abs": unary(lambda x: x.abs()),
     "sign": Call(lambda d: (f32(2, 3, device=d).sign(), []), grad=False),
-    "where": unary(lambda x: [flow.where(x > 0, x, 0.5), flow.where(x > 0, 2, x), flow.where(x > 0, x, x * 2)]),
+    "where": unary(lambda x: [flow.where(x > 0, x, 0.5), flow.where(x > 0, 2, x), flow.where(x > 0, x, x * 2),
+                              flow.where(x > 0, 1.0, 0.0) * x]),  # a mask from two numbers is float32 too
     "identity": unary(lambda x: x.clone()),
     "cast": Call(lambda d: (lambda x: (x.to(flow.float16), [x]))(f32(2, 3, device=d)), out_dtype=flow.float16),
     "to_device": unary(lambda x: x.to("strict" if x.device.type == "cpu" else "cpu")),

@@ -388,6 +388,8 @@ class Where(Elementwise):
             raise ShapeError(f"where: the condition must be a bool tensor, got {backend.dtype_of(condition)}; "
                              f"compare first (x > 0)")
         result = xp.where(condition, a, b)
+        if not hasattr(a, "dtype") and not hasattr(b, "dtype"):  # two numbers: see _where_dtype
+            result = result.astype(_where_dtype(a, b).array_dtype)
         if out is None:
             return result
         out[...] = result
@@ -398,7 +400,7 @@ class Where(Elementwise):
             raise ShapeError(f"where: the condition must be a bool tensor, got {condition.dtype}; "
                              f"compare first (x > 0)")
         shape = broadcast_shapes(self.name, shape_of(condition), shape_of(a), shape_of(b))
-        return shape, result_dtype(a, b)
+        return shape, _where_dtype(a, b)
 
     def vjp(self, grad, inputs, output, **attrs):
         condition, a, b = inputs
@@ -406,6 +408,14 @@ class Where(Elementwise):
         return (None,
                 unbroadcast(grad.where(condition, zero), a) if needs_grad(a) else None,
                 unbroadcast(zero.where(condition, grad), b) if needs_grad(b) else None)
+
+
+def _where_dtype(a: Any, b: Any) -> backend.DType:
+    """Two numbers as branches (``where(x > 0, 1.0, 0.0)``) give float32, as in PyTorch, not NumPy's
+    float64, which would then widen every float32 tensor the mask meets; otherwise NumPy's promotion."""
+    if not hasattr(a, "dtype") and not hasattr(b, "dtype") and (isinstance(a, float) or isinstance(b, float)):
+        return backend.DEFAULT_FLOAT
+    return result_dtype(a, b)
 
 
 # ---------------------------------------------------------------------------------- comparisons
