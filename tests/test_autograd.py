@@ -55,6 +55,23 @@ def test_second_derivatives_of_two_variables(device):
     check_grad(gradients, np.array([0.7, -1.2]), np.array([1.5, 0.3]), device=device)
 
 
+def test_hessian_vector_products_match_torch():
+    torch = pytest.importorskip("torch")
+    x0, v0 = np.array([-1.3, -0.4, 0.6, 1.1]), np.array([0.5, -1.0, 2.0, 0.25])
+
+    def f(L, x):
+        return ((x.tanh() * x ** 2).sum() + (x.softmax(0) * x).sum()) * (x * x).mean()
+
+    x = flow.tensor(x0, requires_grad=True)
+    (g,) = flow.autograd.grad(f(flow, x), x, create_graph=True)
+    (hv,) = flow.autograd.grad((g * flow.tensor(v0)).sum(), x)
+    tx = torch.tensor(x0, requires_grad=True)
+    (tg,) = torch.autograd.grad(f(torch, tx), tx, create_graph=True)
+    (thv,) = torch.autograd.grad((tg * torch.tensor(v0)).sum(), tx)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(hv.numpy(), thv.numpy(), rtol=1e-10)
+
+
 def test_third_derivative_of_a_cube(device):
     x = flow.tensor(2.0, dtype=flow.float64, device=device, requires_grad=True)
     (d1,) = flow.autograd.grad(x ** 3, x, create_graph=True)
