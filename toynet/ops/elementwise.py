@@ -384,7 +384,8 @@ class Where(Elementwise):
     nondifferentiable = (0,)
 
     def forward(self, xp, condition, a, b, out=None):
-        if getattr(condition, "dtype", bool) != bool:  # NumPy takes any truthy values; the shape rule doesn't
+        # NumPy takes any truthy values as the condition; the shape rule (and so Graph mode) does not.
+        if hasattr(condition, "dtype") and condition.dtype != backend.bool_.array_dtype:
             raise ShapeError(f"where: the condition must be a bool tensor, got {backend.dtype_of(condition)}; "
                              f"compare first (x > 0)")
         result = xp.where(condition, a, b)
