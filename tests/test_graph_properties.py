@@ -24,7 +24,7 @@ from toynet import nn
 from toynet.static.passes import PASS_NAMES
 
 CONFIGS = [()] + [(name,) for name in PASS_NAMES]
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("GRAPH_EXAMPLES", 25)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=int(__import__("os").environ.get("GRAPH_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 UNARY = ["relu", "sigmoid", "tanh", "neg", "abs", "square", "scale", "shift", "exp_tanh", "sqrt_safe",
          "log_safe", "clamp"]
