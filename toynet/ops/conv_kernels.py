@@ -15,9 +15,15 @@ Fast code on NumPy means few Python calls and few passes over memory, so there a
   *col2im* adds each tap's rows back into a padded buffer.
 * **pointwise** (1x1 kernels, the bulk of MobileNetV2's work): the input already *is* ``cols``; with
   enough pixels per image a batched ``w @ x[n]`` needs no copy at all.
-* **depthwise** (one input channel per group): a matrix product would be mostly zeros, so instead
-  sum ``kh * kw`` shifted slices times per-channel weights. Done image-chunk by image-chunk in a
-  channels-last (NHWC) buffer, so each NumPy call runs long contiguous loops over data in cache.
+* **depthwise** (one input and one output channel per group): a matrix product would be mostly
+  zeros, so instead sum ``kh * kw`` shifted slices times per-channel weights. Done image-chunk by
+  image-chunk in a channels-last (NHWC) buffer, so that each NumPy call runs long contiguous loops
+  (over channels) on data in cache, and each tap touches only the pixels it reads from the real
+  image, never a zero-padded copy (on a 2x2 image most of a 3x3 tap's window is padding).
+
+Why these layouts (measured with ``benchmarks/bench_conv_kernels.py``): the channel-major ``cols``
+makes grad_weight one GEMM and avoids a batch of small ones; NCHW depthwise loops ran over rows only
+Wo long (2 to 16 elements in MobileNetV2), which made NumPy's per-loop overhead dominate.
 
 Every kernel allocates with the input's dtype, so float32 stays float32.
 """
@@ -272,7 +278,8 @@ def depthwise_grad_weight(xp, x, g, w_shape, stride, padding, dilation):
 # ------------------------------------------------------------------------------------- dispatch
 
 
-def conv2d(xp, x, w, stride, padding, dilation, groups):
+def conv2d(xp: Any, x: Any, w: Any, stride: Pair, padding: Pair, dilation: Pair, groups: int) -> Any:
+    """The forward of ``conv2d`` (without bias), by whichever kernel fits."""
     which = kind(x.shape, w.shape, padding, groups)
     if which == "pointwise":
         return pointwise_forward(xp, x, w, stride)
@@ -281,7 +288,9 @@ def conv2d(xp, x, w, stride, padding, dilation, groups):
     return dense_forward(xp, x, w, stride, padding, dilation, groups)
 
 
-def conv2d_grad_input(xp, g, w, x_shape, stride, padding, dilation, groups):
+def conv2d_grad_input(xp: Any, g: Any, w: Any, x_shape: tuple, stride: Pair, padding: Pair, dilation: Pair,
+                      groups: int) -> Any:
+    """``dL/dx`` of ``conv2d`` from the output gradient ``g``."""
     which = kind(x_shape, w.shape, padding, groups)
     if which == "pointwise":
         return pointwise_grad_input(xp, g, w, x_shape, stride)
@@ -290,7 +299,9 @@ def conv2d_grad_input(xp, g, w, x_shape, stride, padding, dilation, groups):
     return dense_grad_input(xp, g, w, x_shape, stride, padding, dilation, groups)
 
 
-def conv2d_grad_weight(xp, x, g, w_shape, stride, padding, dilation, groups):
+def conv2d_grad_weight(xp: Any, x: Any, g: Any, w_shape: tuple, stride: Pair, padding: Pair, dilation: Pair,
+                       groups: int) -> Any:
+    """``dL/dw`` of ``conv2d`` from the input ``x`` and the output gradient ``g``."""
     which = kind(x.shape, w_shape, padding, groups)
     if which == "pointwise":
         return pointwise_grad_weight(xp, x, g, w_shape, stride)
