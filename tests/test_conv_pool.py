@@ -287,6 +287,9 @@ def test_conv2d_module_errors():
         flow.nn.Conv2d(2, 2, 3, padding_mode="reflect")
     with pytest.raises(TypeError, match="kernel_size"):
         flow.nn.Conv2d(2, 2, (3, 3, 3))
+    with pytest.raises(TypeError, match="stride"):
+        F.max_pool2d(flow.zeros(1, 1, 4, 4), 2, stride=1.5)
+    assert flow.nn.Conv2d(2, 2, np.int64(3), stride=(1, np.int32(2))).stride == (1, 2)  # NumPy ints work
 
 
 def test_small_conv_net_trains_in_float32(device):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ..autograd import no_grad
@@ -125,10 +126,19 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
 
 def _pair(value: Any, name: str) -> tuple[int, int]:
     """``3`` -> ``(3, 3)``; ``(3, 1)`` stays. PyTorch accepts both for every 2-d size argument."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value, value)
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return (int(value[0]), int(value[1]))
+    def integer(v: Any) -> int:
+        if isinstance(v, bool):
+            raise TypeError
+        return operator.index(v)  # ints and NumPy integers; floats are refused
+
+    try:
+        if isinstance(value, (tuple, list)):
+            if len(value) == 2:
+                return (integer(value[0]), integer(value[1]))
+        else:
+            return (integer(value), integer(value))
+    except TypeError:
+        pass
     raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
 
 
