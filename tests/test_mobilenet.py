@@ -373,6 +373,14 @@ TUTORIAL_AFTER = """\
 """
 
 
+# The PARAMETER and BUFFER examples of the tutorial's table of tags (printed with ": ()" after them).
+TUTORIAL_TABLE_EXAMPLES = [
+    "(PARAMETER:model.features.0.1.weight:tensor(..., device='cuda:0', size=(32,), dtype=oneflow.float32, "
+    "requires_grad=True))",
+    "(BUFFER:model.features.0.1.running_mean:tensor(..., device='cuda:0', size=(32,), dtype=oneflow.float32))",
+]
+
+
 def logical_lines(text: str, graph_name: str) -> list[tuple[int, str]]:
     """(indentation, content) of each printed entry: wrapped lines (a line ending in "," continues on
     the next) joined, the CUDA device dropped, OneFlow's names made toynet's, runs of spaces collapsed.
@@ -424,6 +432,9 @@ def test_print_graph_matches_the_tutorial(cifar_root):
     graph = GraphMobileNetV2(model, nn.CrossEntropyLoss(), flow.optim.SGD(model.parameters(), lr=1e-3))
     before = repr(graph)
     assert_shows_tutorial_lines(before, TUTORIAL_BEFORE, graph.name)
+    entries = {content for _, content in logical_lines(before, graph.name)}
+    for example in TUTORIAL_TABLE_EXAMPLES:
+        assert logical_lines(example + ": ()", graph.name)[0][1] in entries
     loss = graph(x, y)
     assert loss.shape == ()
     after = repr(graph)
