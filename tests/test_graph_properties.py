@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import toynet as flow
@@ -320,3 +320,216 @@ def test_training_graph_with_every_step_kind(disabled):
         assert_close(p.numpy(), q.numpy(), "parameters")
     # The parameters did move: the comparison is not between two untouched models.
     assert not np.allclose(model.p0.numpy(), Program(prog).p0.numpy())
+
+
+# ------------------------------------------------------------------------ random graphs, written directly
+
+# Programs that nn.Modules rarely write but the passes must still get right: values read by many ops,
+# views of views, views of state, outputs that are inputs, state or views, state updates that are
+# other states' old values, constants everywhere. Built node by node as the tracer would.
+
+from toynet import backend  # noqa: E402
+from toynet.static.compile import Plan  # noqa: E402
+from toynet.static.ir import CONSTANT, INPUT, OP, STATE, Graph, Node  # noqa: E402
+from toynet.static.passes import optimize  # noqa: E402
+from toynet.ops import OPS  # noqa: E402
+
+A, AT, ROW, FLAT, SQUARE = (3, 4), (4, 3), (4,), (12,), (4, 4)
+
+
+@st.composite
+def ir_programs(draw):
+    """A list of node recipes (plain data) over values of a few related shapes."""
+    shapes = [A]                                     # value index -> shape
+    recipe = [("input", A)]
+    if draw(st.booleans()):
+        recipe.append(("input", ROW))
+        shapes.append(ROW)
+    for _ in range(draw(st.integers(1, 3))):
+        shape = draw(st.sampled_from([A, ROW, AT, SQUARE]))
+        recipe.append(("state", shape))
+        shapes.append(shape)
+    for _ in range(draw(st.integers(0, 2))):
+        shape = draw(st.sampled_from([A, ROW]))
+        recipe.append(("constant", shape))
+        shapes.append(shape)
+
+    def pick(allowed):
+        choices = [i for i, s in enumerate(shapes) if s in allowed]
+        return draw(st.sampled_from(choices)) if choices else None
+
+    for _ in range(draw(st.integers(2, 14))):
+        kind = draw(st.sampled_from(["unary", "unary", "binary", "binary", "view", "matmul", "sum", "view_chain"]))
+        if kind == "view_chain":                 # f(x) op view(x): a chain that reads x twice
+            i = pick([A, SQUARE])
+            recipe.append(("unary", draw(st.sampled_from(["relu", "neg", "tanh"])), i, None))
+            shapes.append(shapes[i])
+            f_of_x = len(shapes) - 1
+            if shapes[i] == SQUARE:
+                recipe.append(("permute", i))
+                shapes.append(SQUARE)
+            else:
+                recipe += [("reshape", i, FLAT), ("reshape", len(shapes), A)]
+                shapes += [FLAT, A]
+            recipe.append(("binary", draw(st.sampled_from(["add", "sub", "mul"])), f_of_x, len(shapes) - 1))
+            shapes.append(shapes[i])
+        elif kind == "unary":
+            i = pick([A, AT, ROW, FLAT, SQUARE])
+            recipe.append(("unary", draw(st.sampled_from(["relu", "neg", "tanh", "sigmoid", "abs"])), i,
+                           draw(st.sampled_from([None, 0.5, -2.0]))))
+            shapes.append(shapes[i])
+        elif kind == "binary":
+            i = pick([A, AT, ROW, FLAT, SQUARE])
+            partners = [j for j, s in enumerate(shapes) if s == shapes[i] or (shapes[i] == A and s == ROW)]
+            j = draw(st.sampled_from(partners))
+            if draw(st.booleans()):
+                i, j = j, i
+            recipe.append(("binary", draw(st.sampled_from(["add", "sub", "mul", "maximum"])), i, j))
+            shapes.append(A if A in (shapes[i], shapes[j]) else shapes[i])
+        elif kind == "view":
+            i = pick([A, AT, FLAT, SQUARE])
+            target = draw(st.sampled_from({A: [AT, FLAT, "T", "roundtrip"], AT: [A, FLAT, "T", "roundtrip"],
+                                           FLAT: [A, AT], SQUARE: ["T"]}[shapes[i]]))
+            if target == "T":
+                recipe.append(("permute", i))
+                shapes.append(tuple(reversed(shapes[i])))
+            elif target == "roundtrip":          # a view with its base's own shape: x + view(x) is possible
+                recipe.append(("reshape", i, FLAT))
+                shapes.append(FLAT)
+                recipe.append(("reshape", len(shapes) - 1, shapes[i]))
+                shapes.append(shapes[i])
+            else:
+                recipe.append(("reshape", i, target))
+                shapes.append(target)
+        elif kind == "matmul":
+            i, w = pick([A]), pick([SQUARE])
+            if w is None:
+                continue
+            recipe.append(("matmul", i, w))
+            shapes.append(A)
+        else:
+            i = pick([A])
+            recipe.append(("sum", i))
+            shapes.append(ROW)
+    n = len(shapes)
+    outputs = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3))
+    updates = {}
+    for k, step in enumerate(recipe):
+        if step[0] == "state" and draw(st.booleans()):
+            same = [i for i, s in enumerate(shapes) if s == step[1] and i != k]
+            other_states = [i for i in same if recipe[i][0] == "state"]
+            # Often another state's old value (prev.copy_(cur)), else any value of the right shape.
+            pool = other_states if other_states and draw(st.booleans()) else same
+            updates[k] = draw(st.sampled_from(pool)) if pool else k
+    return {"recipe": recipe, "outputs": outputs, "updates": updates, "seed": draw(st.integers(0, 999))}
+
+
+def build_ir(prog):
+    graph = Graph("fuzz")
+    rng = np.random.default_rng(prog["seed"])
+    nodes, states, inputs = [], {}, []
+    for k, step in enumerate(prog["recipe"]):
+        kind = step[0]
+        f32 = flow.float32
+        if kind == "input":
+            node = graph.add(Node(f"in{k}", INPUT, step[1], f32, backend.CPU))
+            graph.inputs.append(node)
+            inputs.append(rng.uniform(-1, 1, step[1]).astype(np.float32))
+        elif kind == "state":
+            node = graph.add(Node(f"s{k}", STATE, step[1], f32, backend.CPU, state_name=f"s{k}", state_kind="buffer"))
+            states[f"s{k}"] = rng.uniform(-1, 1, step[1]).astype(np.float32)
+        elif kind == "constant":
+            value = rng.uniform(-1, 1, step[1]).astype(np.float32)
+            node = graph.add(Node(f"c{k}", CONSTANT, step[1], f32, backend.CPU, value=value))
+        else:
+            if kind == "unary":
+                op, args, attrs = step[1], [nodes[step[2]]], {}
+                if step[3] is not None:
+                    op, args = "mul", [nodes[step[2]], step[3]]
+            elif kind == "binary":
+                op, args, attrs = step[1], [nodes[step[2]], nodes[step[3]]], {}
+            elif kind == "reshape":
+                op, args, attrs = "reshape", [nodes[step[1]]], {"shape": step[2]}
+            elif kind == "permute":
+                op, args, attrs = "permute", [nodes[step[1]]], {"dims": (1, 0)}
+            elif kind == "matmul":
+                op, args, attrs = "matmul", [nodes[step[1]], nodes[step[2]]], {}
+            else:
+                op, args, attrs = "sum", [nodes[step[1]]], {"dim": (0,), "keepdim": False}
+            if step[0] == "unary" and step[3] is None:
+                attrs = {}
+            shape, dtype = OPS[op].infer(*args, **attrs)
+            node = graph.add(Node(f"{op}{k}", OP, shape, dtype, backend.CPU, op=OPS[op], inputs=tuple(args),
+                                  attrs=attrs))
+        nodes.append(node)
+    graph.outputs = [nodes[i] for i in prog["outputs"]]
+    graph.updates = {f"s{k}": nodes[i] for k, i in prog["updates"].items()}
+    return graph, inputs, states
+
+
+def interpret_ir(graph, inputs, states):
+    """Eager semantics, aliasing included: views of state arrays are views, state updates are written
+    into the state arrays in order after every op, then outputs are copied (as Eager mode's tensors
+    would show them after the step)."""
+    env = {}
+    for n in graph.nodes:
+        if n.kind == INPUT:
+            env[id(n)] = inputs[graph.inputs.index(n)]
+        elif n.kind == STATE:
+            env[id(n)] = states[n.state_name]
+        elif n.kind == CONSTANT:
+            env[id(n)] = n.value
+        else:
+            args = [env[id(x)] if isinstance(x, Node) else x for x in n.inputs]
+            env[id(n)] = np.asarray(n.op.forward(np, *args, **n.attrs))
+    for name, n in graph.updates.items():
+        if env[id(n)] is not states[name]:
+            states[name][...] = env[id(n)]
+    return [np.array(env[id(n)]) for n in graph.outputs]
+
+
+def aliased_state(prog, index):
+    """The state that value ``index`` is (or is a view of), if any."""
+    recipe = prog["recipe"]
+    while recipe[index][0] in ("reshape", "permute"):
+        index = recipe[index][1]
+    return index if recipe[index][0] == "state" else None
+
+
+def order_updates(prog):
+    """Tracing never makes a state's new value another state's old value *after* that state was updated
+    (reads after an update see the new value), so those updates come first; cycles cannot be traced."""
+    updates = prog["updates"]
+    readers = {k: aliased_state(prog, v) for k, v in updates.items()}
+    readers = {k: j for k, j in readers.items() if j is not None and j != k}
+    if any(j in readers for j in readers.values()):
+        return None
+    first = {k: v for k, v in updates.items() if k in readers}
+    first.update({k: v for k, v in updates.items() if k not in readers})
+    return dict(prog, updates=first)
+
+
+@SETTINGS
+@given(ir_programs())
+def test_optimised_random_graphs_compute_what_they_mean(prog):
+    prog = order_updates(prog)
+    assume(prog is not None)
+    graph, inputs, states = build_ir(prog)
+    for disabled in CONFIGS:
+        optimized, _ = optimize(graph, disabled)
+        plan = Plan(optimized)
+        arrays = {k: v.copy() for k, v in states.items()}
+        want_states = {k: v.copy() for k, v in states.items()}
+        for call in range(2):
+            want = interpret_ir(graph, inputs, want_states)
+            got = plan.run([x.copy() for x in inputs], [arrays[name] for name in plan.state_names])
+            what = f"{prog}, passes off: {disabled}, call {call}"
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-6, err_msg=what)
+            for name, w in want_states.items():
+                np.testing.assert_allclose(arrays[name], w, rtol=1e-6, atol=1e-6, err_msg=what + f" state {name}")
+        # The plan never writes into the caller's input arrays.
+        kept = [x.copy() for x in inputs]
+        plan.run(inputs, [arrays[name] for name in plan.state_names])
+        for x, k in zip(inputs, kept):
+            np.testing.assert_array_equal(x, k)
