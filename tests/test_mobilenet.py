@@ -375,8 +375,8 @@ TUTORIAL_AFTER = """\
 
 # The PARAMETER and BUFFER examples of the tutorial's table of tags (printed with ": ()" after them).
 TUTORIAL_TABLE_EXAMPLES = [
-    "(PARAMETER:model.features.0.1.weight:tensor(..., device='cuda:0', size=(32,), dtype=oneflow.float32, "
-    "requires_grad=True))",
+    ("(PARAMETER:model.features.0.1.weight:tensor(..., device='cuda:0', size=(32,), dtype=oneflow.float32, "
+     "requires_grad=True))"),
     "(BUFFER:model.features.0.1.running_mean:tensor(..., device='cuda:0', size=(32,), dtype=oneflow.float32))",
 ]
 
