@@ -277,7 +277,7 @@ def test_graph_model_is_the_real_module():
     assert state["0.weight"] is not None and state["0.weight"].shape == (2, 3)
     assert isinstance(graph.model[0], nn.Linear)
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
-        graph.nothing
+        _ = graph.nothing
 
 
 # ------------------------------------------------------------------------------------- errors

@@ -115,8 +115,8 @@ def f32(*shape):
 
 def test_dce_removes_unused_ops_and_constants_but_keeps_inputs_and_state():
     b = Builder()
-    x, unused_input = b.input("x", (3, 4)), b.input("y", (3, 4))
-    w, unused_state = b.state("w", f32(4)), b.state("u", f32(4))
+    x, _unused_input = b.input("x", (3, 4)), b.input("y", (3, 4))
+    w, _unused_state = b.state("w", f32(4)), b.state("u", f32(4))
     c = b.constant("c", np.float32(2.0))
     kept = b.op("mul", b.op("add", x, w, name="xw"), 2.0, name="kept")
     b.op("exp", b.op("mul", x, c, name="dead_mul"), name="dead_exp")   # computed, never used

@@ -20,8 +20,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import toynet as flow
-from toynet import nn
-from toynet.static.passes import PASS_NAMES
+from toynet import backend, nn
+from toynet.ops import OPS
+from toynet.static.compile import Plan
+from toynet.static.ir import CONSTANT, INPUT, OP, STATE, Graph, Node
+from toynet.static.passes import PASS_NAMES, optimize
 
 CONFIGS = [()] + [(name,) for name in PASS_NAMES]
 SETTINGS = settings(max_examples=int(__import__("os").environ.get("GRAPH_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -178,9 +181,12 @@ class Program(nn.Module):
                     h = (h.t() + 1.0).t()
             elif kind == "view_mix":
                 # An elementwise chain that also reads a view of its own input (in-place hazards).
-                b, w = h.shape
-                view = {"reshape": lambda: h.reshape(-1).reshape(b, w), "getitem": lambda: h[:, :],
-                        "t": lambda: h.t()}[step[1]]()
+                if step[1] == "reshape":
+                    view = h.reshape(-1).reshape(*h.shape)
+                elif step[1] == "getitem":
+                    view = h[:, :]
+                else:
+                    view = h.t()
                 h = unary(step[2], h + 1.0) * 2.0 + view
             elif kind == "roll":
                 k = step[1]
@@ -229,7 +235,7 @@ class TrainGraph(nn.Graph):
         self.add_optimizer(optimizer)
 
     def build(self, x, target):
-        loss, extra = self.model(x, target)
+        loss, _ = self.model(x, target)
         loss.backward()
         return loss
 
@@ -327,12 +333,6 @@ def test_training_graph_with_every_step_kind(disabled):
 # Programs that nn.Modules rarely write but the passes must still get right: values read by many ops,
 # views of views, views of state, outputs that are inputs, state or views, state updates that are
 # other states' old values, constants everywhere. Built node by node as the tracer would.
-
-from toynet import backend  # noqa: E402
-from toynet.static.compile import Plan  # noqa: E402
-from toynet.static.ir import CONSTANT, INPUT, OP, STATE, Graph, Node  # noqa: E402
-from toynet.static.passes import optimize  # noqa: E402
-from toynet.ops import OPS  # noqa: E402
 
 A, AT, ROW, FLAT, SQUARE = (3, 4), (4, 3), (4,), (12,), (4, 4)
 

@@ -75,7 +75,7 @@ def test_state_dict_has_module_keys_then_the_train_step_and_momentum_slots():
 
 
 def test_momentum_slots_hold_the_eager_optimizers_buffers():
-    graph, model, _, _ = make_graph("sgd")
+    graph, _, _, _ = make_graph("sgd")
     run(graph, BATCHES[:2])
     eager = make_model()
     eager_opt = make_optimizer("sgd", eager)
