@@ -667,3 +667,15 @@ def test_infinite_and_nan_literals():
     out = Masked(model)(x)
     with flow.no_grad():
         np.testing.assert_allclose(out.numpy(), masked(model, x).numpy(), rtol=1e-6)
+
+
+def test_a_training_graph_leaves_eager_gradients_alone_and_returns_plain_tensors():
+    model = nn.Linear(2, 2)
+    graph = MLPTrainGraph(nn.Sequential(model), [flow.optim.SGD(model.parameters(), lr=0.1)])
+    out = graph(flow.randn(3, 2), flow.randn(3, 2))
+    assert model.weight.grad is None and model.bias.grad is None
+    assert not out.is_lazy and not out.requires_grad and out.grad_fn is None
+    assert not model.weight.is_lazy and model.weight.requires_grad
+    # The module still trains eagerly afterwards.
+    (model(flow.ones(1, 2)).sum()).backward()
+    np.testing.assert_allclose(model.weight.grad.numpy(), np.ones((2, 2)), rtol=1e-6)
