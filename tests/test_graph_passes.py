@@ -268,6 +268,24 @@ def test_fuse_respects_multiple_readers_shape_and_dtype_changes_and_outputs():
     assert_same_program(b.graph, graph, [f32(3, 1), f32(3, 4)], b.values)
 
 
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+def test_the_fused_kernel_computes_its_steps_with_and_without_buffers(shape):
+    program = [{"op": "add", "args": [["in", 0], ["in", 1]], "attrs": {}},
+               {"op": "mul", "args": [["prev"], ["lit", 2.0]], "attrs": {}},
+               {"op": "sub", "args": [["in", 1], ["prev"]], "attrs": {}}]
+    a, b = np.asarray(RNG.standard_normal(shape), np.float32), np.asarray(RNG.standard_normal(shape), np.float32)
+    want = b - (a + b) * 2.0
+    fused = OPS["fused_elementwise"]
+    plain = fused.forward(np, a, b, program=program)
+    assert isinstance(plain, np.ndarray) and plain.dtype == np.float32
+    np.testing.assert_allclose(plain, want, rtol=1e-6)
+    out, scratch = np.empty(shape, np.float32), np.empty(shape, np.float32)
+    assert fused.forward(np, a, b, program=program, out=out, scratch=scratch) is out
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    assert fused.infer(Node("a", INPUT, shape, flow.float32, CPU), Node("b", INPUT, shape, flow.float32, CPU),
+                       program=program) == (shape, flow.float32)
+
+
 # -------------------------------------------------------------------------------- memory planning
 
 

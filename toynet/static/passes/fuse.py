@@ -42,6 +42,8 @@ class FusedElementwise(Op):
             if target is None and index > 0:
                 target = prev  # the array step 0 allocated: every step has the same shape, so reuse it
             prev = op.forward(xp, *args, out=target, **step["attrs"])
+            if target is None:
+                prev = xp.asarray(prev)  # a 0-d result is a NumPy scalar, which the next step cannot write into
         return prev
 
     def infer(self, *inputs, program=()):
