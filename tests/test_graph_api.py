@@ -647,8 +647,6 @@ def test_inputs_on_another_device_than_the_modules_are_refused():
         graph(flow.randn(1, 2, device="strict"))
 
 
-@pytest.mark.xfail(strict=True, raises=NameError, reason="compile.py writes float literals with repr(), so inf and nan become "
-                   "undefined names in the generated plan (NameError: name 'inf' is not defined)")
 def test_infinite_and_nan_literals():
     def masked(model, x):
         h = model(x)

@@ -387,8 +387,6 @@ def test_memory_keeps_a_buffer_alive_while_a_view_of_it_is_read():
     assert_same_program(b.graph, graph, [f32(4, 6)], b.values)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="compile.py: a 0-d ufunc result without out= is a NumPy scalar, which "
-                   "the next fused step cannot write into ('return arrays must be of ArrayType')")
 def test_zero_d_fused_chain_without_memory_plan():
     b = Builder()
     x = b.input("x", (3,))
@@ -399,8 +397,6 @@ def test_zero_d_fused_chain_without_memory_plan():
     assert isinstance(out[0], np.ndarray) and out[0] == 8.0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="compile.py: 0-d graph outputs of ufuncs come back as NumPy scalars, "
-                   "not 0-d arrays, so the output Tensor does not hold an array")
 def test_zero_d_outputs_hold_arrays():
     class Doubled(nn.Graph):
         def __init__(self):

@@ -33,10 +33,8 @@ UNARY = ["relu", "sigmoid", "tanh", "neg", "abs", "square", "scale", "shift", "e
          "log_safe", "clamp"]
 BINARY = ["add", "sub", "mul", "div_safe", "maximum"]
 PARAM_SHAPES = ["row", "col", "full", "scalar"]
-# A 0-d parameter makes 0-d fused chains, which the compiled plan cannot run without the memory plan
-# (see test_graph_passes.py::test_zero_d_fused_chain_without_memory_plan, a strict xfail): use shape
-# (1,) until that is fixed, then () again.
-SCALAR = (1,)
+# A 0-d parameter makes 0-d fused chains (see test_graph_passes.py::test_zero_d_fused_chain_without_memory_plan).
+SCALAR = ()
 
 
 # ----------------------------------------------------------------------------------- programs

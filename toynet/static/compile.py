@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .. import backend
 from ..ops import OPS
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from .passes.fuse import FusedElementwise
@@ -50,8 +51,9 @@ class Plan:
         memory = graph.memory
         xp = self.device.xp
         if memory is not None:
-            for slot, (shape, dtype) in enumerate(memory.buffers):
-                self.namespace[f"b{slot}"] = xp.empty(shape, dtype=dtype.array_dtype)
+            # One raw byte buffer per slot; each value placed in a slot gets a typed view (made once, here).
+            self._raw = [xp.empty(nbytes, dtype=backend.uint8.array_dtype) for nbytes in memory.buffers]
+            self._views: dict[tuple, str] = {}
         var: dict[int, str] = {}
         lines = ["def run(inputs, states):"]
         state_index = {name: i for i, name in enumerate(self.state_names)}
@@ -78,13 +80,13 @@ class Plan:
             out = None
             if memory is not None:
                 if n.name in memory.buffer_of:
-                    out = f"b{memory.buffer_of[n.name]}"
+                    out = self._view(memory.buffer_of[n.name], n)
                 elif n.name in memory.state_out:
                     out = f"s{state_index[memory.state_out[n.name]]}"
-            args = [var[id(x)] if isinstance(x, Node) else repr(x) for x in n.inputs]
+            args = [var[id(x)] if isinstance(x, Node) else self._literal(x) for x in n.inputs]
             if n.op is FusedElementwise:
                 scratch = memory.scratch_of.get(n.name) if memory is not None else None
-                lines += self._fused_lines(name, n, args, out, None if scratch is None else f"b{scratch}")
+                lines += self._fused_lines(name, n, args, out, None if scratch is None else self._view(scratch, n))
             else:
                 lines.append(f"    {name} = {self._call(i, n, args, out)}")
             # A fresh (unpooled) value is dropped as soon as its last reader has run, freeing memory early.
@@ -102,10 +104,34 @@ class Plan:
         outs = []
         for n in graph.outputs:
             v = var[id(n)]
-            copy = memory is None or n.name in memory.copy_outputs
-            outs.append(f"{v}.copy()" if copy else v)
+            if memory is None or n.name in memory.copy_outputs:
+                v = f"{v}.copy()"
+            if not n.shape:
+                v = f"xp.asarray({v})"  # NumPy gives scalars for 0-d results; outputs are arrays
+            outs.append(v)
         lines.append("    return (" + "".join(o + ", " for o in outs) + ")")
         return "\n".join(lines) + "\n"
+
+    def _view(self, slot: int, node: Node) -> str:
+        """The name of slot ``slot``'s raw memory viewed with ``node``'s shape and dtype."""
+        key = (slot, tuple(node.shape), node.dtype.name)
+        name = self._views.get(key)
+        if name is None:
+            name = self._views[key] = f"b{slot}_{len(self._views)}"
+            nbytes = node.dtype.itemsize
+            for d in node.shape:
+                nbytes *= d
+            self.namespace[name] = self._raw[slot][:nbytes].view(node.dtype.array_dtype).reshape(node.shape)
+        return name
+
+    def _literal(self, value: Any) -> str:
+        """Python source for a literal input: its repr, or a named constant when repr is not source
+        (``inf``, ``nan``)."""
+        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+            name = f"lit{len(self.namespace)}"
+            self.namespace[name] = value
+            return name
+        return repr(value)
 
     def _kernel(self, key: str, op: Any, attrs: dict) -> str:
         name = f"k_{key}"
@@ -131,7 +157,8 @@ class Plan:
         prev = None
         for index, step in enumerate(program):
             op = OPS[step["op"]]
-            step_args = [prev if a[0] == "prev" else args[a[1]] if a[0] == "in" else repr(a[1]) for a in step["args"]]
+            step_args = [prev if a[0] == "prev" else args[a[1]] if a[0] == "in" else self._literal(a[1])
+                         for a in step["args"]]
             last = index == len(program) - 1
             target = out if (last or scratch is None) else scratch
             if target is None and prev is not None:
@@ -142,6 +169,8 @@ class Plan:
             else:
                 kernel = self._kernel(f"{name}_{index}", op, step["attrs"])
                 call = f"{kernel}(xp, {', '.join(step_args)}" + (f", out={target})" if target else ")")
+            if target is None:
+                call = f"xp.asarray({call})"  # step 0 without a buffer: keep a writable array, not a scalar
             lines.append(f"    {result} = {call}")
             prev = result
         if len(program) > 1:

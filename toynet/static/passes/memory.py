@@ -32,7 +32,7 @@ END = 1 << 30  # "read after the last op": outputs and state updates
 class MemoryPlan:
     """Where every op node writes. Keys are node names."""
 
-    buffers: list[tuple[tuple, object]] = field(default_factory=list)   # slot -> (shape, DType)
+    buffers: list[int] = field(default_factory=list)                    # slot -> size in bytes
     buffer_of: dict[str, int] = field(default_factory=dict)             # node -> pooled slot
     scratch_of: dict[str, int] = field(default_factory=dict)            # fused node -> scratch slot
     state_out: dict[str, str] = field(default_factory=dict)             # node -> state written in place
@@ -49,8 +49,7 @@ class MemoryPlan:
                  f"{len(self.inplace)} ops in place, {len(self.state_out)} state updates in place, "
                  f"{len(self.commits)} copied in"]
         for name, slot in self.buffer_of.items():
-            shape, dtype = self.buffers[slot]
-            lines.append(f"  %{name} -> buffer {slot} {dtype.name}{list(shape)}")
+            lines.append(f"  %{name} -> buffer {slot} ({self.buffers[slot]} bytes)")
         for name, state in self.state_out.items():
             lines.append(f"  %{name} -> state {state} (in place)")
         return "\n".join(lines)
@@ -137,23 +136,31 @@ def _run(graph: Graph, report: PassReport) -> Graph:
                 continue                          # e.g. matmul cannot write over its own input
         plan.state_out[u.name] = state_name
 
-    # 4. Buffers from a pool, walking the ops in order.
-    free: dict[tuple, list[int]] = {}
+    # 4. Buffers from a pool, walking the ops in order. A buffer is raw memory: any value that fits can
+    # use it (viewed with its own shape and dtype), so a dying activation's memory serves the next value
+    # of any shape. Sizes are settled only when planning ends, so a buffer may grow to fit its largest user.
+    free: list[int] = []
     slot_of: dict[int, int] = {}
 
-    def take(shape: tuple, dtype) -> int:
-        pool = free.get((shape, dtype.name))
-        if pool:
-            return pool.pop()
-        plan.buffers.append((shape, dtype))
-        return len(plan.buffers) - 1
+    def take(nbytes: int) -> int:
+        fitting = [b for b in free if plan.buffers[b] >= nbytes]
+        if fitting:
+            best = min(fitting, key=lambda b: plan.buffers[b])   # the tightest fit wastes least
+        elif free:
+            best = max(free, key=lambda b: plan.buffers[b])      # grow the largest: least extra memory
+            plan.buffers[best] = nbytes
+        else:
+            plan.buffers.append(nbytes)
+            return len(plan.buffers) - 1
+        free.remove(best)
+        return best
 
     for i, n in enumerate(ops):
         plan.bytes_without_reuse += _nbytes(n) if writes_out(n) and id(n) not in outputs else 0
         if n.name in plan.state_out:
             if plan.scratch_of.get(n.name) == -1:
-                plan.scratch_of[n.name] = take(n.shape, n.dtype)
-                free.setdefault((n.shape, n.dtype.name), []).append(plan.scratch_of[n.name])
+                plan.scratch_of[n.name] = take(_nbytes(n))
+                free.append(plan.scratch_of[n.name])
         elif writes_out(n) and id(n) not in outputs:
             slot = None
             if n.op.elementwise:
@@ -169,7 +176,7 @@ def _run(graph: Graph, report: PassReport) -> Graph:
                         plan.inplace[n.name] = x.name
                         break
             if slot is None:
-                slot = take(n.shape, n.dtype)
+                slot = take(_nbytes(n))
             slot_of[id(n)] = slot
             plan.buffer_of[n.name] = slot
             if id(n) in update_targets:
@@ -177,7 +184,7 @@ def _run(graph: Graph, report: PassReport) -> Graph:
         # Values read for the last time here hand their buffers back.
         for x in dict.fromkeys(n.input_nodes):
             if last_use.get(id(x)) == i and id(x) in slot_of:
-                free.setdefault((x.shape, x.dtype.name), []).append(slot_of.pop(id(x)))
+                free.append(slot_of.pop(id(x)))
 
     for state_name, u in graph.updates.items():
         if u.name not in plan.state_out and u is not states[state_name]:
@@ -190,18 +197,11 @@ def _run(graph: Graph, report: PassReport) -> Graph:
             plan.copy_outputs.add(n.name)
 
     plan.last_use = {n.name: last_use.get(id(n), -1) for n in ops}
-    plan.bytes_pooled = sum(_nbytes_of(shape, dtype) for shape, dtype in plan.buffers)
+    plan.bytes_pooled = sum(plan.buffers)
     graph.memory = plan
     report.notes.append(f"{len(plan.buffers)} buffers for {len(plan.buffer_of)} values, "
                         f"{len(plan.inplace)} in place, {len(plan.state_out)} state updates in place")
     return graph
-
-
-def _nbytes_of(shape: tuple, dtype) -> int:
-    n = dtype.itemsize
-    for d in shape:
-        n *= d
-    return n
 
 
 def plan_memory(graph: Graph) -> tuple[Graph, PassReport]:
