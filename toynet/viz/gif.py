@@ -19,11 +19,12 @@ CAPTION_WIDTH = 90  # characters
 
 
 def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float | None = None,
-           captions: bool = True, loop: int = 0) -> str:
+           captions: bool = True, loop: int = 0, max_size: int | None = 1600) -> str:
     """Write ``frames`` (:class:`~toynet.viz.record.Frame` objects) to ``path`` as an animated GIF.
 
     ``fps`` frames per second, or ``duration`` seconds per frame; ``loop=0`` repeats forever.
-    Returns ``path``.
+    ``max_size``: pictures larger than this many pixels (longest side) are scaled down by ``dot``
+    (rasterising a huge graph costs seconds a frame; ``None`` keeps full size). Returns ``path``.
     """
     from PIL import Image
 
@@ -34,7 +35,8 @@ def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float |
         if fps <= 0:
             raise ValueError(f"fps must be positive, got {fps}")
         duration = 1.0 / fps
-    pictures = [Image.open(io.BytesIO(to_png(frame.drawing))).convert("RGB") for frame in frames]
+    pictures = [Image.open(io.BytesIO(to_png(_limited(frame.drawing, max_size)))).convert("RGB")
+                for frame in frames]
     width = max(p.width for p in pictures)
     height = max(p.height for p in pictures)
     texts = [_caption(i, len(frames), frame.label) for i, frame in enumerate(frames)] if captions else []
@@ -50,6 +52,16 @@ def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float |
     canvases[0].save(path, format="GIF", save_all=True, append_images=canvases[1:],
                      duration=round(duration * 1000), loop=loop)
     return path
+
+
+def _limited(drawing: Any, max_size: int | None) -> Any:
+    """The drawing with Graphviz's ``size`` set, so that dot scales it down to ``max_size`` pixels."""
+    if max_size is None:
+        return drawing
+    limited = drawing.copy()
+    inches = max_size / 96  # dot's default bitmap resolution
+    limited.attr(size=f"{inches:.2f},{inches:.2f}")  # without "!", only shrinks, never enlarges
+    return limited
 
 
 def _caption(index: int, total: int, label: str) -> list[str]:

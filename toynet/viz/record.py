@@ -317,10 +317,11 @@ class Recorder:
     # ------------------------------------------------------------------------------ output
 
     def to_gif(self, path: str, fps: float = 1.0, duration: float | None = None, captions: bool = True,
-               loop: int = 0) -> str:
+               loop: int = 0, max_size: int | None = 1600) -> str:
         """Save the frames as an animated GIF (see :func:`toynet.viz.gif.to_gif`)."""
         from .gif import to_gif
-        return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop)
+        return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop,
+                      max_size=max_size)
 
     def player(self, interval: int = 1000) -> Any:
         """A notebook widget: Play, a step slider, the step's source line and the graph as SVG."""

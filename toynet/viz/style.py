@@ -75,7 +75,10 @@ CLUSTERS: dict[str, dict[str, str]] = {
     "legend": {"style": "rounded,dashed", "color": "#adb5bd", "fontsize": "10"},
 }
 
-GRAPH_ATTRS = {"fontname": FONT, "labeljust": "l", "labelloc": "t", "nodesep": "0.25", "ranksep": "0.35"}
+# newrank: rank the whole graph at once instead of cluster by cluster; with phase clusters and edges
+# between them, the old ranking made dot take minutes on a few hundred nodes (0.1 s with this).
+GRAPH_ATTRS = {"fontname": FONT, "labeljust": "l", "labelloc": "t", "nodesep": "0.25", "ranksep": "0.35",
+               "newrank": "true"}
 NODE_ATTRS = {"fontname": FONT, "fontsize": "11", "height": "0.3", "margin": "0.08,0.03"}
 EDGE_ATTRS = {"fontname": FONT, "fontsize": "9", "arrowsize": "0.7"}
 
