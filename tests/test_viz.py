@@ -258,6 +258,19 @@ def test_static_graph_clusters_state_kinds_and_update_edges():
     assert sorted(label_lines(a)[0] for nid, a in nodes.items() if "_arg" in nid) == ["0.9", "1"]
 
 
+def test_static_updates_as_write_back_nodes():
+    g = tiny_training_graph()
+    nodes, edges, _ = parse_dot(viz.draw(g, updates="nodes").source)
+    assert not [e for e in edges if e[2].get("label") == "update"]
+    sinks = {label_lines(a)[0]: nid for nid, a in nodes.items() if label_lines(a)[0].startswith("new ")}
+    assert set(sinks) == {"new model.w", "new model.w-momentum", "new step", "new model.mean"}
+    (new_w,) = [nid for nid, a in nodes.items() if a.get("tooltip", "").startswith("%opt-sub-7 ")]
+    assert (new_w, sinks["new model.w"]) in [(t, h) for t, h, _ in edges]
+    assert nodes[sinks["new model.w"]]["fillcolor"] == nodes[by_name(nodes, "model.w")]["fillcolor"]
+    with pytest.raises(ValueError, match="updates"):
+        viz.draw(g, updates="arrows")
+
+
 def test_static_forward_only_view_and_phase_errors():
     g = tiny_training_graph()
     nodes, edges, clusters = parse_dot(viz.draw(g, forward_only=True).source)
@@ -321,6 +334,19 @@ def test_draw_pass_marks_removed_fused_and_new_nodes():
         viz.draw_pass(before, after, removed=["no-such-node"])
     with pytest.raises(ValueError, match="not nodes of the 'after' graph"):
         viz.draw_pass(before, after, fused={"ghost": ["opt-add-6"]})
+
+
+def test_draw_pass_context_keeps_changed_nodes_and_neighbours():
+    before = tiny_training_graph()
+    after = before.copy()
+    after.nodes = [n for n in after.nodes if n.name != "model-mul-3"]
+    del after.updates["model.mean"]
+    nodes, _, _ = parse_dot(viz.draw_pass(before, after, context=1, legend=False).source)
+    tooltips = sorted(a.get("tooltip", "").split(" ")[0] for a in nodes.values())
+    assert tooltips == ["", "%mean", "%model-mul-3"]  # the removed op, its literal 0.9 and its input
+    assert any(a.get("color") == style.MARKS["removed"][0]["color"] for a in nodes.values())
+    source = viz.draw_pass(before, before.copy(), context=1).source
+    assert "No node changed." in source and "%" not in source.split("label=")[-1]
 
 
 class _Model(flow.nn.Module):
@@ -528,6 +554,45 @@ def test_missing_dot_explains_how_to_install(monkeypatch, tmp_path):
 
 
 # ------------------------------------------------------------------------------------ notebooks
+
+
+NOTEBOOK_CELL = """
+import toynet as flow
+with flow.viz.record() as rec:
+    x = flow.ones(1, 5)
+    w = flow.randn(5, 3, requires_grad=True)
+    z = flow.matmul(x, w)
+steps = [(f.lineno, f.source) for f in rec.frames]
+"""
+
+IPYTHON_SCRIPT = """
+import json, re
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+assert shell.run_cell(CELL).success
+data, _ = shell.display_formatter.format(shell.user_ns["z"])
+leaf, _ = shell.display_formatter.format(shell.user_ns["x"])
+print(json.dumps({"steps": shell.user_ns["steps"], "formats": sorted(data), "leaf": sorted(leaf),
+                  "names": re.findall(r">([xwz])<", data.get("image/svg+xml", ""))}))
+"""
+
+
+@needs_dot
+def test_in_an_ipython_session():
+    """Recording in a notebook cell (source from IPython's cache) and IPython's own display machinery."""
+    import json
+    import subprocess
+
+    pytest.importorskip("IPython")
+    script = f"CELL = {NOTEBOOK_CELL!r}\n" + IPYTHON_SCRIPT
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["steps"] == [[3, "x = flow.ones(1, 5)\nw = flow.randn(5, 3, requires_grad=True)"],
+                               [5, "z = flow.matmul(x, w)"]]
+    assert result["formats"] == ["image/svg+xml", "text/html", "text/plain"] and result["leaf"] == ["text/plain"]
+    assert sorted(result["names"]) == ["w", "x", "z"]
 
 
 @needs_dot

@@ -25,7 +25,8 @@ are folded by module or cut, with a note saying so; ``None`` for no limit); ``ti
 Eager only: ``show_values`` (tensors of at most 16 elements), ``show_grads`` (after
 ``backward(retain_graph=True)``), ``show_saved`` (what each op keeps for backward), ``show_attrs``,
 ``names={"x": x}`` (else ``tensor.name``, else your variable names). Static only: ``forward_only`` or
-``phases=("forward", "backward")``, ``depth`` (fold ops by module), ``show_names``, ``show_values``
+``phases=("forward", "backward")``, ``depth`` (fold ops by module), ``updates="edges"`` or ``"nodes"``
+(state updates as edges back to the state, or as "new <state>" nodes), ``show_names``, ``show_values``
 (constants).
 
 Rendering needs Graphviz's ``dot`` program (``apt-get install graphviz`` / ``brew install graphviz`` /
@@ -93,12 +94,14 @@ def picture_of(obj: Any, *, max_nodes: int | None = MAX_NODES, names: Mapping[st
 def draw_pass(before: Any, after: Graph | None = None, removed: Iterable[str] | None = None,
               fused: Mapping[str, Iterable[str]] | None = None, *, folded: Iterable[str] = (),
               merged: Mapping[str, str] | None = None, titles: tuple[str, str] | None = None,
-              rankdir: str = "TB", legend: bool = True, title: str = "", **options: Any) -> Drawing:
+              context: int | None = None, rankdir: str = "TB", legend: bool = True, title: str = "",
+              **options: Any) -> Drawing:
     """Two graphs side by side, marking what a pass removed, fused, folded or merged.
 
     ``draw_pass(before, after, removed=[names], fused={new: [old names]})``, or ``draw_pass(report)``
     with a pass report (``nn_graph.passes[i]``). Names not reported are inferred: only in *before* means
-    removed, only in *after* means new. Other options as for a static :func:`draw` (``forward_only``...).
+    removed, only in *after* means new. ``context=1`` shows only the changed nodes and their neighbours
+    (for big graphs). Other options as for a static :func:`draw` (``forward_only``...).
     """
     if after is None:
         if not (hasattr(before, "before") and hasattr(before, "after")):
@@ -110,7 +113,8 @@ def draw_pass(before: Any, after: Graph | None = None, removed: Iterable[str] | 
         before, after = fields.pop("before"), fields.pop("after")
         removed, fused, folded, merged = fields["removed"], fields["fused"], fields["folded"], fields["merged"]
     picture = pass_picture(_as_graph(before, strict=True), _as_graph(after, strict=True), removed, fused, folded,
-                           merged, titles=titles or ("before", "after"), **_static_options(options))
+                           merged, titles=titles or ("before", "after"), context=context,
+                           **_static_options(options))
     return to_digraph(picture, rankdir=rankdir, legend=legend, title=title)
 
 
@@ -120,10 +124,10 @@ def _static_options(options: dict) -> dict:
         if "phases" in options:
             raise TypeError("give forward_only=True or phases=(...), not both")
         options["phases"] = ("forward",)
-    unknown = set(options) - {"phases", "show_values", "show_names", "literals", "depth"}
+    unknown = set(options) - {"phases", "show_values", "show_names", "literals", "depth", "updates"}
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)} for drawing a static graph; known: forward_only, "
-                        "phases, depth, show_names, show_values, literals, rankdir, legend, max_nodes, title")
+                        "phases, depth, updates, show_names, show_values, literals, rankdir, legend, max_nodes, title")
     phases = options.get("phases", PHASES)
     bad = [p for p in phases if p not in PHASES]
     if bad or isinstance(phases, str):

@@ -24,14 +24,17 @@ from typing import Any
 
 from ..static.ir import Graph
 from .draw_static import static_picture
-from .model import Picture
+from .model import Picture, neighbourhood
 
 
 def pass_picture(before: Graph, after: Graph, removed: Iterable[str] | None = None,
                  fused: Mapping[str, Iterable[str]] | None = None, folded: Iterable[str] = (),
                  merged: Mapping[str, str] | None = None, *, titles: tuple[str, str] = ("before", "after"),
-                 **options: Any) -> Picture:
-    """The picture :func:`toynet.viz.draw_pass` draws (see the module docstring)."""
+                 context: int | None = None, **options: Any) -> Picture:
+    """The picture :func:`toynet.viz.draw_pass` draws (see the module docstring).
+
+    ``context=k`` keeps only the changed nodes and those within ``k`` edges of them (big graphs).
+    """
     fused = {new: list(olds) for new, olds in (fused or {}).items()}
     merged = dict(merged or {})
     folded = list(folded)
@@ -86,6 +89,9 @@ def pass_picture(before: Graph, after: Graph, removed: Iterable[str] | None = No
     if fused:
         parts.append(f"{len(fused_away)} fused into {len(fused)}")
     picture.notes.append(", ".join(parts))
+    if context is not None:
+        changed = {nid for nid, node in picture.nodes.items() if node.marks and node.marks != ("output",)}
+        picture = neighbourhood(picture, changed, context)
     return picture
 
 

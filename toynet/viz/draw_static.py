@@ -38,14 +38,19 @@ def visible_nodes(graph: Graph, phases: Iterable[str]) -> list[Node]:
 
 def static_picture(graph: Graph, *, phases: Iterable[str] = PHASES, show_values: bool = False,
                    show_names: bool = False, literals: str = "node", depth: int | None = None,
-                   prefix: str = "", root: tuple[str, ...] = (), picture: Picture | None = None
-                   ) -> tuple[Picture, dict[str, str]]:
+                   updates: str = "edges", prefix: str = "", root: tuple[str, ...] = (),
+                   picture: Picture | None = None) -> tuple[Picture, dict[str, str]]:
     """Add ``graph`` to ``picture`` (a new one by default) under cluster ``root``.
 
-    Returns the picture and ``node name -> picture id`` (several names share an id when grouped).
+    ``updates="edges"`` draws each state update as a dashed edge back to the state it replaces;
+    ``updates="nodes"`` as a "new <state>" node after the op instead (tidier on big graphs, where the
+    edges going back up cross everything). Returns the picture and ``node name -> picture id``
+    (several names share an id when grouped).
     """
     if literals not in ("node", "inline"):
         raise ValueError(f"literals must be 'node' or 'inline', got {literals!r}")
+    if updates not in ("edges", "nodes"):
+        raise ValueError(f"updates must be 'edges' or 'nodes', got {updates!r}")
     if depth is not None and depth < 1:
         raise ValueError(f"depth counts module levels and must be at least 1 (or None), got {depth}")
     picture = picture if picture is not None else Picture()
@@ -75,6 +80,7 @@ def static_picture(graph: Graph, *, phases: Iterable[str] = PHASES, show_values:
             picture.clusters[root + (members[0].phase,)] = (PHASE_TITLES.get(members[0].phase, ""),
                                                            members[0].phase)
     _add_edges(picture, graph, ids, literals)
+    _add_updates(picture, graph, ids, updates, prefix, root)
     for n in graph.outputs:
         if n.name in ids:
             picture.add_mark(ids[n.name], "output")
@@ -142,12 +148,25 @@ def _add_edges(picture: Picture, graph: Graph, ids: dict[str, str], literals: st
                 lit = picture.add_node(VNode(f"{head}_arg{j}", [labels.number_text(x)], "literal",
                                              cluster=picture.nodes[head].cluster))
                 picture.add_edge(lit.id, head)
-    for state_name, src in graph.updates.items():
-        target = next((s for s in graph.nodes if s.kind == STATE and s.state_name == state_name), None)
+
+
+def _add_updates(picture: Picture, graph: Graph, ids: dict[str, str], updates: str, prefix: str,
+                 root: tuple[str, ...]) -> None:
+    states = {n.state_name: n for n in graph.nodes if n.kind == STATE}
+    seen: set[tuple[str, str]] = set()
+    for k, (state_name, src) in enumerate(graph.updates.items()):
+        target = states.get(state_name)
         tail, head = ids.get(src.name), ids.get(target.name) if target is not None else None
-        if tail is not None and head is not None and (tail, head, "update") not in seen:
-            seen.add((tail, head, "update"))
+        if tail is None or head is None or (tail, head) in seen:
+            continue
+        seen.add((tail, head))
+        if updates == "edges":
             picture.add_edge(tail, head, role="update", label="update")
+        else:
+            state = picture.nodes[head]
+            sink = picture.add_node(VNode(f"{prefix}u{k}", [f"new {state_name}"], state.role, cluster=root,
+                                          marks=("writeback",), tooltip=f"written back to %{target.name}"))
+            picture.add_edge(tail, sink.id, role="writeback")
 
 
 def summary_picture(graph: Graph, max_nodes: int | None, **options: Any) -> Picture:

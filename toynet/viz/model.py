@@ -112,3 +112,31 @@ def limit(picture: Picture, max_nodes: int | None) -> Picture:
     result.notes.append(f"Showing the {len(kept)} nodes nearest the output of {len(picture.nodes)}; "
                         "pass max_nodes=None to draw them all.")
     return result
+
+
+def neighbourhood(picture: Picture, centre: set[str], hops: int) -> Picture:
+    """Only the ``centre`` nodes and those at most ``hops`` edges away (either direction), with a note.
+
+    Literal nodes of a kept op are kept too, so that kept ops still show all their arguments.
+    """
+    neighbours: dict[str, set[str]] = {n: set() for n in picture.nodes}
+    for e in picture.edges:
+        neighbours[e.tail].add(e.head)
+        neighbours[e.head].add(e.tail)
+    kept, frontier = set(centre), set(centre)
+    for _ in range(hops):
+        frontier = {m for n in frontier for m in neighbours[n]} - kept
+        kept |= frontier
+    kept |= {e.tail for e in picture.edges if e.head in kept and picture.nodes[e.tail].role == "literal"}
+    result = Picture(clusters=dict(picture.clusters), notes=list(picture.notes),
+                     anchors=[a for a in picture.anchors if a in kept])
+    for nid, node in picture.nodes.items():
+        if nid in kept:
+            result.add_node(node)
+    result.edges = [e for e in picture.edges if e.tail in kept and e.head in kept]
+    if centre:
+        result.notes.append(f"Showing the {len(centre)} changed nodes and their neighbours up to {hops} edge(s) "
+                            f"away ({len(kept)} of {len(picture.nodes)} nodes); pass context=None to see all.")
+    else:
+        result.notes.append("No node changed.")
+    return result

@@ -57,12 +57,15 @@ MARKS: dict[str, tuple[dict[str, str], str]] = {
     "new": ({"color": "#2b8a3e", "penwidth": "2.5"}, "new node"),
     "freed": ({"color": "#868e96", "extra_style": "dashed"}, "inputs freed by backward()"),
     "highlight": ({"color": "#d6336c", "penwidth": "3"}, "added in this step"),
+    "writeback": ({"color": "#1c7ed6", "penwidth": "2", "extra_style": "dashed"},
+                  "new state value, written back after the step"),
 }
 
 #: edge role -> attributes.
 EDGES: dict[str, dict[str, str]] = {
     "data": {},
     "update": {"style": "dashed", "color": "#1c7ed6", "fontcolor": "#1c7ed6", "constraint": "false"},
+    "writeback": {"style": "dashed", "color": "#1c7ed6"},
     "summary": {"style": "dotted", "color": "#adb5bd"},
 }
 
