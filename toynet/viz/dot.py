@@ -14,7 +14,7 @@ import graphviz
 
 from . import style
 from .model import Picture, VNode
-from .render import Drawing
+from .rendering import Drawing
 
 
 def text(lines: Iterable[str]) -> str:

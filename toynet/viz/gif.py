@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from .render import to_png
+from .rendering import to_png
 
 CAPTION_LINES = 4
 CAPTION_WIDTH = 90  # characters

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .names import notebook_namespaces
-from .render import INSTALL_HELP, GraphvizNotInstalled, to_svg
+from .rendering import INSTALL_HELP, GraphvizNotInstalled, to_svg
 
 #: Show pictures in notebooks at all.
 enabled = True

@@ -13,7 +13,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .render import to_svg
+from .rendering import to_svg
 
 
 class Player(widgets.VBox):

@@ -52,7 +52,7 @@ from .draw_eager import Application, eager_picture
 from .draw_static import static_picture
 from .model import Picture
 from .names import Namer, find_names, frame_namespaces
-from .render import Drawing
+from .rendering import Drawing
 from .source import StatementIndex
 
 # The module, not the function `toynet.tensor` that shadows it as an attribute of the package.
@@ -107,7 +107,7 @@ class Recorder:
         self._index: dict[int, int] = {}
         self._made_by: dict[int, Application] = {}
         self._bound: dict[int, str] = {}
-        self._preexisting: set[int] = set()
+        self._preexisting: list[Tensor] = []   # held, so that their ids stay theirs during the block
         self._steps: list[_Step] = []          # eager steps; counts are tensors
         self._static_steps: list[_Step] = []   # Graph-mode steps; counts are nodes
         self._ops_pending = 0
@@ -120,6 +120,7 @@ class Recorder:
         self._statements: StatementIndex | None = None
         self._statement: tuple[int, int] | None = None
         self._previous_trace: Any = None
+        self._previous_frame_trace: Any = None
         self._frames: list[Frame] | None = None
 
     # ---------------------------------------------------------------------------- the block
@@ -128,10 +129,10 @@ class Recorder:
         frame = sys._getframe(1)
         self._frame = frame
         self._statements = StatementIndex(frame.f_code.co_filename)
-        self._preexisting = {id(v) for v in frame.f_locals.values() if isinstance(v, Tensor)}
+        self._preexisting = [v for v in frame.f_locals.values() if isinstance(v, Tensor)]
         tensor_module._observers.append(self)
         _node_observers().append(self.on_node)
-        self._previous_trace = sys.gettrace()
+        self._previous_trace, self._previous_frame_trace = sys.gettrace(), frame.f_trace
         sys.settrace(_trace_nothing)   # line events need a global trace function...
         frame.f_trace = self._on_line  # ...but only this frame is traced line by line
         frame.f_trace_lines = True
@@ -145,7 +146,7 @@ class Recorder:
             if self._nodes and self._graph is None:
                 self._graph = _traced_graph_holding(self._nodes[0], frame_namespaces(self._frame))
         finally:
-            self._frame.f_trace = None
+            self._frame.f_trace = self._previous_frame_trace
             sys.settrace(self._previous_trace)
             if self in tensor_module._observers:
                 tensor_module._observers.remove(self)
@@ -220,10 +221,11 @@ class Recorder:
         """New tensors bound to the block's variables (created without an op) and their names."""
         if self._frame is None:
             return
+        preexisting = {id(t) for t in self._preexisting}
         for name, value in list(self._frame.f_locals.items()):
             if not isinstance(value, Tensor) or name.startswith("_"):
                 continue
-            if id(value) not in self._index and id(value) not in self._preexisting:
+            if id(value) not in self._index and id(value) not in preexisting:
                 self._add(value)
             if id(value) in self._index:
                 self._bound.setdefault(id(value), name)
@@ -292,13 +294,19 @@ class Recorder:
         graph = self._graph if self._graph is not None else _graph_of(self._nodes)
         picture, ids = static_picture(graph, **self.draw_options)
 
+        # An op's literal arguments and its write-back node (updates="nodes") appear with the op.
+        attached: dict[str, list[str]] = {}
+        for e in picture.edges:
+            if picture.nodes[e.tail].role == "literal":
+                attached.setdefault(e.head, []).append(e.tail)
+            elif e.role == "writeback":
+                attached.setdefault(e.tail, []).append(e.head)
+
         def present(count: int) -> set[str]:
             names = {n.name for n in self._nodes[:count]}
             names |= {x.name for n in self._nodes[:count] for x in n.input_nodes}
             shown = {ids[name] for name in names if name in ids}
-            # literal nodes and update edges' targets belong to the ops that read or write them
-            shown |= {e.tail for e in picture.edges if e.head in shown and picture.nodes[e.tail].role == "literal"}
-            return shown
+            return shown | {a for nid in shown for a in attached.get(nid, ())}
 
         return self._build_frames(picture, self._static_steps, present)
 
