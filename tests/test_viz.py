@@ -160,6 +160,13 @@ def test_show_values_grads_saved_and_inline_literals():
     assert any(label_lines(a)[0] == "mul(0.5, ·)" for a in nodes.values())
 
 
+def test_several_roots_and_attributes_off():
+    x, w, b, z, y, l = seed_example()  # noqa: RUF059  (bound so that the drawing names them)
+    nodes, _, _ = parse_dot(viz.draw([z, l], show_attrs=False).source)
+    assert {label_lines(a)[0] for a in nodes.values() if a.get("peripheries") == "2"} == {"z", "l"}
+    assert "sum" in {label_lines(a)[0] for a in nodes.values()}  # not sum[dim=(0, 1), keepdim=False]
+
+
 def test_graph_freed_by_backward_is_drawn_with_a_note():
     *_, l = seed_example()
     l.backward()
@@ -256,6 +263,15 @@ def test_static_graph_clusters_state_kinds_and_update_edges():
     assert (by_name(nodes, "sub"), by_name(nodes, "model.w")) in updates
     assert nodes[by_name(nodes, "sum[dim=(0, 1), keepdim=False]")].get("peripheries") == "2"
     assert sorted(label_lines(a)[0] for nid, a in nodes.items() if "_arg" in nid) == ["0.9", "1"]
+
+
+def test_static_labels_names_values_and_inline_literals():
+    g = tiny_training_graph()
+    nodes, _, _ = parse_dot(viz.draw(g, show_names=True, show_values=True, literals="inline").source)
+    labels = [label_lines(a) for a in nodes.values()]
+    assert ["matmul", "%model-matmul-0", "f32[1, 3]"] in labels
+    assert ["c", "f32[1, 3]", "[[0, 0, 0]]"] in labels  # a small constant shows its values
+    assert ["mul(·, 0.9)", "%model-mul-3", "f32[3]"] in labels and not any("_arg" in n for n in nodes)
 
 
 def test_static_updates_as_write_back_nodes():
@@ -451,6 +467,10 @@ def test_record_options_op_steps_and_manual_groups():
         rec.step("loss")
         l.backward()  # backward's own ops are not part of the recorded program
     assert [f.label for f in rec.frames] == ["x, w, b", "z", "loss"]
+    with viz.record(include_backward=True) as rec:
+        l = flow.matmul(x, w).sum()
+        l.backward()
+    assert [f.source for f in rec.frames] == ["l = flow.matmul(x, w).sum()", "l.backward()"]
     with pytest.raises(ValueError, match="group"):
         viz.record(group="line")
 
