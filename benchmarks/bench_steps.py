@@ -12,21 +12,30 @@ measured side by side are what can be trusted), and the report gives each one's 
 and its ratio to hand-written NumPy. Peak memory of a step is measured with tracemalloc, which sees
 NumPy's allocations.
 
-Run: ``python benchmarks/bench_steps.py [--rounds 7] [--quick]``.
+Run: ``python benchmarks/bench_steps.py [--rounds 7] [--quick] [--threads 1]``.
+
+BLAS runs on one thread by default (``--threads`` changes it, for NumPy and PyTorch alike): with other
+work on a 2-core machine, a multi-threaded BLAS spins and waits, and timings swing by 10x.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
 import tracemalloc
 
-import numpy as np
+if __name__ == "__main__":  # must happen before NumPy loads its BLAS
+    _threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1"
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = _threads
 
-import toynet as flow
+import numpy as np  # noqa: E402
+
+import toynet as flow  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------ poly fit
@@ -245,10 +254,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="fewer steps per round (a smoke run)")
+    parser.add_argument("--threads", type=int, default=1, help="BLAS threads for NumPy and PyTorch")
     args = parser.parse_args(argv)
     try:
         import torch
-        torch.set_num_threads(1)
+        torch.set_num_threads(args.threads)
         have_torch = True
     except ImportError:
         have_torch = False
@@ -272,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
         mlp["PyTorch eager"] = torch_mlp(x, t)
     results["mlp"] = compare("MLP step (784-1024-1024-10, batch 128)", mlp, 3 if args.quick else 20,
                              args.rounds, memory=True)
-    print("\nthreads: NumPy uses its BLAS default; PyTorch set to 1 thread" if have_torch else "")
+    print(f"\nthreads: {args.threads} for NumPy's BLAS" + (" and PyTorch" if have_torch else ""))
     return results
 
 

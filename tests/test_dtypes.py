@@ -153,6 +153,7 @@ CALLS: dict[str, Call] = {
     "any": Call(lambda d: ((f32(2, 3, device=d) > 0).any(), []), grad=False, out_dtype=flow.bool),
     "all": Call(lambda d: ((f32(2, 3, device=d) > 0).all(), []), grad=False, out_dtype=flow.bool),
     "sum_to": unary(lambda x: x.sum_to((1, 3))),
+    "sum_squares": unary(lambda x: apply(OPS["sum_squares"], x)),
     "softmax": unary(lambda x: x.softmax(1)), "log_softmax": unary(lambda x: x.log_softmax(0)),
     # shapes and indexing
     "reshape": unary(lambda x: x.reshape(3, 2)), "permute": unary(lambda x: x.t()),

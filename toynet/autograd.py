@@ -25,6 +25,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterable, Sequence
 
+from . import backend
+
 # Grad mode is one global switch; `apply` reads it on every op, so keep it a plain module attribute.
 _enabled = True
 
@@ -170,13 +172,14 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
             if capture is not None:
                 leaf_grads[id(root)] = _add(leaf_grads.get(id(root)), g)
             elif root.requires_grad:
-                _accumulate_leaf(root, g, create_graph)
+                _accumulate_leaf(root, g, create_graph, adopted=None)  # the caller's tensor: always copied
             continue
         key = id(root.grad_fn)
         grads[key] = _add(grads.get(key), g)
         if root.grad_fn.output_ref is not None:
             outputs[key] = root
 
+    adopted: set[int] = set()   # arrays handed to a leaf as its .grad in this pass
     captured_fns = {id(t.grad_fn): i for i, t in enumerate(capture or ()) if t.grad_fn is not None}
     results: list[Any] = [None] * len(capture or ())
 
@@ -210,7 +213,7 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                 elif capture is not None:
                     leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
                 else:
-                    _accumulate_leaf(x, g, create_graph)
+                    _accumulate_leaf(x, g, create_graph, adopted)
             if not retain_graph:
                 fn.inputs = None
                 fn.output_ref = None
@@ -229,13 +232,20 @@ def _add(total: Any, g: Any) -> Any:
     return g if total is None else total + g
 
 
-def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool) -> None:
+def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool, adopted: set | None) -> None:
     if not create_graph and g.grad_fn is not None:
         g = g.detach()
     if leaf.grad is None:
-        # A leaf owns its .grad: a vjp may hand back a read-only broadcast view (sum's), or the very
-        # tensor another leaf gets too (a + b), and users change .grad in place (zero_(), clipping).
-        leaf.grad = g.clone()
+        # A leaf owns its .grad, because users change it in place (zero_(), clipping). A fresh array a
+        # vjp made is adopted as it is; a copy is made only when the gradient is a view (sum's vjp hands
+        # back a read-only broadcast) or was already given to another leaf (a + b gives both the same).
+        if g.node is not None:
+            pass  # a lazy gradient (Graph mode) is a value in a graph, never written in place
+        elif adopted is None or id(g.array) in adopted or not backend.owns_memory(g.array):
+            g = g.clone()
+        else:
+            adopted.add(id(g.array))  # by array: detach() made a new Tensor around the same array
+        leaf.grad = g
     else:
         leaf.grad = leaf.grad + g
 

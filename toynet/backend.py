@@ -309,6 +309,12 @@ def host_to_xp(xp: Any, host_array: numpy.ndarray) -> Any:
     return array_module_of_xp(xp).from_numpy(host_array)
 
 
+def owns_memory(array: Any) -> bool:
+    """True when ``array`` is not a view of another array, so writing into it changes nothing else.
+    (NumPy and CuPy both keep this flag; so does the test suite's strict stand-in.)"""
+    return bool(array.flags.owndata)
+
+
 def is_array(obj: Any) -> bool:
     """True for a NumPy array or an array of any loaded array module."""
     if isinstance(obj, numpy.ndarray):

@@ -75,6 +75,15 @@ class OptimizerBinding:
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         self.lr_tensors: list[Tensor] = []
+        self._fed: list[float] = []
+
+    def feed_learning_rates(self) -> None:
+        """Copy each group's current ``lr`` (a scheduler may have changed it) into the plan's input."""
+        groups = self.optimizer.param_groups
+        if self._fed != [g["lr"] for g in groups]:
+            for group, tensor in zip(groups, self.lr_tensors):
+                tensor.array[...] = group["lr"]
+            self._fed = [g["lr"] for g in groups]
 
 
 class CompiledGraph:
@@ -278,14 +287,16 @@ class Graph(GraphStateMixin):
 
     def _run(self, compiled: CompiledGraph, args: tuple, kwargs: dict) -> Any:
         for binding in self._optimizers:
-            for group, lr_tensor in zip(binding.optimizer.param_groups, binding.lr_tensors):
-                lr_tensor.array[...] = group["lr"]
+            binding.feed_learning_rates()
         inputs = [t.array for t in args] if not kwargs and all(type(a) is Tensor for a in args) \
             else [t.array for t in _flatten_tensors((args, kwargs))]
-        states = [t.array for t in compiled.state_tensors]
-        outputs = compiled.plan.run(inputs, states)
+        outputs = compiled.plan.run(inputs, [t.array for t in compiled.state_tensors])
         device = compiled.plan.device
-        result = _unflatten(compiled.traced.output_structure, iter([Tensor.wrap(a, device) for a in outputs]))
+        structure = compiled.traced.output_structure
+        if structure == ("T",):  # build() returned one tensor: the common case, without the tree walk
+            result = Tensor.wrap(outputs[0], device)
+        else:
+            result = _unflatten(structure, iter([Tensor.wrap(a, device) for a in outputs]))
         for binding in self._optimizers:
             if binding.lr_scheduler is not None:
                 binding.lr_scheduler.step()
@@ -369,6 +380,7 @@ class Graph(GraphStateMixin):
                         binding.lr_tensors and binding.lr_tensors[0].device != device):
                     binding.lr_tensors = [Tensor(float(g["lr"]), dtype=backend.float32, device=device)
                                           for g in optimizer.param_groups]
+                    binding._fed = []
                 for g_index, group in enumerate(optimizer.param_groups):
                     lr = tracer.add_state(f"System-Train-LearningRate-{i}-{g_index}", "system",
                                           binding.lr_tensors[g_index])

@@ -65,6 +65,11 @@ class Op:
     def infer(self, *inputs: Any, **attrs: Any) -> tuple[Shape, backend.DType]:
         raise NotImplementedError(f"op {self.name!r} has no shape rule")
 
+    #: Optional fourth rule, ``decompose(*inputs, **attrs)``: the same function written with simpler
+    #: toynet ops. Eager mode runs the op as one call (fewer Python calls); Graph mode traces the
+    #: decomposition instead, so constant folding, CSE and fusion can work across its pieces.
+    decompose: Any = None
+
     def describe(self, **attrs: Any) -> str:
         """A short label with the attributes that matter, for graph printouts and pictures."""
         shown = ", ".join(f"{k}={_short(v)}" for k, v in attrs.items())

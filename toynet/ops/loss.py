@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import backend
-from ._op import Op, ShapeError, full_reduction, register, require_float, shape_of
+from ._op import OPS, Op, ShapeError, full_reduction, register, require_float, shape_of
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -40,6 +40,16 @@ class MseLoss(Op):
         _check_mse(shape_of(a), shape_of(b), reduction)
         require_float(self.name, a)
         return (shape_of(a) if reduction == "none" else ()), backend.promote(a.dtype, b.dtype)
+
+    def decompose(self, a, b, reduction="mean"):
+        """``sum((a - b)^2)`` in two ops: traced this way, the difference is shared by the forward and
+        the backward (CSE), where Eager mode's vjp has to compute it again."""
+        from ..tensor import apply
+        diff = a - b
+        if reduction == "none":
+            return diff * diff
+        total = apply(OPS["sum_squares"], diff)
+        return total / diff.numel() if reduction == "mean" else total
 
     def vjp(self, grad, inputs, output, reduction="mean"):
         from ..tensor import apply

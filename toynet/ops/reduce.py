@@ -166,6 +166,24 @@ class All(_BoolReduction):
 
 
 @register
+class SumSquares(Op):
+    """Sum of the squares of all elements (the squared L2 norm), one pass; d/da = 2 a g."""
+
+    name = "sum_squares"
+
+    def forward(self, xp, a):
+        flat = a.reshape(-1)
+        return full_reduction(xp, xp.dot(flat, flat))
+
+    def infer(self, a):
+        require_float(self.name, a)
+        return (), a.dtype
+
+    def vjp(self, grad, inputs, output):
+        return (inputs[0] * (grad * 2.0),)
+
+
+@register
 class SumTo(Op):
     """Sum ``a`` down to ``shape``: the inverse of broadcasting, and so the vjp of every broadcast.
 

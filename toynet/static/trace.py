@@ -103,6 +103,7 @@ class Tracer:
         self.state_tensors: dict[str, Tensor] = {}
         self.backward_roots: list[Tensor] = []
         self.allow_backward = False
+        self.decompose = True
         self._node_of_fn: dict[int, Node] = {}   # id(GradFn) -> the forward node it differentiates
         self._grad_of: Node | None = None         # while backward runs: the node whose vjp is emitting
 
@@ -177,7 +178,13 @@ class Tracer:
     # ------------------------------------------------------------------------------ ops
 
     def apply(self, op: Any, inputs: tuple, attrs: dict) -> Tensor:
-        """Record ``op(*inputs, **attrs)`` as a node; return the lazy result (called by tensor.apply)."""
+        """Record ``op(*inputs, **attrs)`` as a node; return the lazy result (called by tensor.apply).
+
+        An op with a ``decompose`` rule is traced as that decomposition (when ``self.decompose`` is on):
+        its simpler ops are recorded, and differentiated, in its place.
+        """
+        if op.decompose is not None and self.decompose:
+            return op.decompose(*inputs, **attrs)
         args = []
         requires_grad = False
         for x in inputs:
