@@ -228,6 +228,19 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     return results
 
 
+_TENSOR_MODULE: Any = None
+
+
+def _tensor_module() -> Any:
+    """toynet.tensor, which imports this module: fetched once, at first use (an import statement inside
+    a function costs a microsecond on every backward)."""
+    global _TENSOR_MODULE
+    if _TENSOR_MODULE is None:
+        import importlib
+        _TENSOR_MODULE = importlib.import_module("toynet.tensor")
+    return _TENSOR_MODULE
+
+
 def _add(total: Any, g: Any) -> Any:
     return g if total is None else total + g
 
@@ -251,7 +264,7 @@ def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool, adopted: set | None)
 
 
 def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what: str) -> list[Any]:
-    from .tensor import Tensor, ones_like  # tensor imports this module; import back at call time
+    Tensor, ones_like = _tensor_module().Tensor, _tensor_module().ones_like
 
     grads = []
     for i, t in enumerate(tensors):
@@ -288,8 +301,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     root_grads = _root_grads(tensors, grad_tensors, "backward")
     if any(t.is_lazy for t in tensors):
         # Inside nn.Graph.build: the tracer runs this same engine on lazy tensors (symbolic autodiff).
-        from .tensor import current_tracer
-        current_tracer().backward(tensors, root_grads, retain_graph, create_graph)
+        _tensor_module().current_tracer().backward(tensors, root_grads, retain_graph, create_graph)
         return
     run_backward(tensors, root_grads, retain_graph=create_graph if retain_graph is None else retain_graph,
                  create_graph=create_graph)

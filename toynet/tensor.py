@@ -878,7 +878,9 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, device: Any = None, req
 def _like(t: Tensor, value: Any, dtype: Any) -> Tensor:
     if t.node is not None:
         return current_tracer().full_like(t, value, dtype)
-    return _filled(t.shape, value, dtype or t.dtype, t.device, False)
+    if dtype is None:  # the common case (every backward's seed): no conversions needed
+        return Tensor.wrap(t.device.xp.full(t.array.shape, value, dtype=t.array.dtype), t.device)
+    return _filled(t.shape, value, dtype, t.device, False)
 
 
 def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:

@@ -198,13 +198,16 @@ class SumTo(Op):
     def forward(self, xp, a, shape=(), out=None):
         lead = a.ndim - len(shape)
         axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and a.shape[lead + i] != 1)
-        result = xp.sum(a, axis=axes, keepdims=True) if axes else a
-        if lead:
-            result = result.reshape(shape)
-        if out is not None:
-            out[...] = result
+        if not axes:
+            if out is None:
+                return a.reshape(shape)
+            out[...] = a.reshape(shape)
             return out
-        return result
+        if out is None:
+            out = xp.empty(shape, dtype=a.dtype)  # a fresh array of its own, not a view of the sum
+        kept = tuple(1 if i in axes else d for i, d in enumerate(a.shape))
+        a.sum(axis=axes, keepdims=True, out=out.reshape(kept))
+        return out
 
     def infer(self, a, shape=()):
         src = shape_of(a)
