@@ -285,6 +285,13 @@ def test_static_updates_as_write_back_nodes():
     assert nodes[sinks["new model.w"]]["fillcolor"] == nodes[by_name(nodes, "model.w")]["fillcolor"]
     with pytest.raises(ValueError, match="updates"):
         viz.draw(g, updates="arrows")
+    many = Graph("many")  # more updates than MAX_UPDATE_EDGES: "auto" draws write-back nodes
+    for i in range(viz.draw_static.MAX_UPDATE_EDGES + 1):
+        p = many.add(Node(f"p{i}", "state", (2,), F32, CPU, state_name=f"p{i}", state_kind="parameter"))
+        many.updates[f"p{i}"] = _op(many, f"sgd{i}", "mul", (p, 0.5), (2,), phase="optimizer")
+    source = viz.draw(many).source
+    assert "label=update" not in source and source.count("new p") == len(many.updates)
+    assert viz.draw(many, updates="edges").source.count("label=update") == len(many.updates)
 
 
 def test_static_forward_only_view_and_phase_errors():

@@ -26,8 +26,8 @@ Eager only: ``show_values`` (tensors of at most 16 elements), ``show_grads`` (af
 ``backward(retain_graph=True)``), ``show_saved`` (what each op keeps for backward), ``show_attrs``,
 ``names={"x": x}`` (else ``tensor.name``, else your variable names). Static only: ``forward_only`` or
 ``phases=("forward", "backward")``, ``depth`` (fold ops by module), ``updates="edges"`` or ``"nodes"``
-(state updates as edges back to the state, or as "new <state>" nodes), ``show_names``, ``show_values``
-(constants).
+(state updates as edges back to the state, or as "new <state>" nodes; default ``"auto"``: edges up to
+16 updates), ``show_names``, ``show_values`` (constants).
 
 Rendering needs Graphviz's ``dot`` program (``apt-get install graphviz`` / ``brew install graphviz`` /
 ``conda install graphviz``); without it drawing still works and rendering raises

@@ -22,6 +22,9 @@ from . import labels
 from .model import Picture, VNode, limit
 from .style import ROLES
 
+#: With more state updates than this, ``updates="auto"`` draws them as write-back nodes.
+MAX_UPDATE_EDGES = 16
+
 PHASE_TITLES = {"forward": "forward", "backward": "backward (from autodiff)", "optimizer": "optimizer update"}
 
 
@@ -38,19 +41,23 @@ def visible_nodes(graph: Graph, phases: Iterable[str]) -> list[Node]:
 
 def static_picture(graph: Graph, *, phases: Iterable[str] = PHASES, show_values: bool = False,
                    show_names: bool = False, literals: str = "node", depth: int | None = None,
-                   updates: str = "edges", prefix: str = "", root: tuple[str, ...] = (),
+                   updates: str = "auto", prefix: str = "", root: tuple[str, ...] = (),
                    picture: Picture | None = None) -> tuple[Picture, dict[str, str]]:
     """Add ``graph`` to ``picture`` (a new one by default) under cluster ``root``.
 
     ``updates="edges"`` draws each state update as a dashed edge back to the state it replaces;
-    ``updates="nodes"`` as a "new <state>" node after the op instead (tidier on big graphs, where the
-    edges going back up cross everything). Returns the picture and ``node name -> picture id``
-    (several names share an id when grouped).
+    ``updates="nodes"`` as a "new <state>" node after the op instead: tidier on big graphs, where the
+    edges going back up cross everything, and much faster to lay out (dot spends seconds routing
+    dozens of such edges: 25 s against 1 s for MobileNetV2's 66 updates). ``"auto"``: edges for at
+    most :data:`MAX_UPDATE_EDGES` updates, else nodes. Returns the picture and ``node name -> picture
+    id`` (several names share an id when grouped).
     """
     if literals not in ("node", "inline"):
         raise ValueError(f"literals must be 'node' or 'inline', got {literals!r}")
-    if updates not in ("edges", "nodes"):
-        raise ValueError(f"updates must be 'edges' or 'nodes', got {updates!r}")
+    if updates not in ("auto", "edges", "nodes"):
+        raise ValueError(f"updates must be 'auto', 'edges' or 'nodes', got {updates!r}")
+    if updates == "auto":
+        updates = "edges" if len(graph.updates) <= MAX_UPDATE_EDGES else "nodes"
     if depth is not None and depth < 1:
         raise ValueError(f"depth counts module levels and must be at least 1 (or None), got {depth}")
     picture = picture if picture is not None else Picture()
@@ -164,7 +171,7 @@ def _add_updates(picture: Picture, graph: Graph, ids: dict[str, str], updates: s
             picture.add_edge(tail, head, role="update", label="update")
         else:
             state = picture.nodes[head]
-            sink = picture.add_node(VNode(f"{prefix}u{k}", [f"new {state_name}"], state.role, cluster=root,
+            sink = picture.add_node(VNode(f"{prefix}u{k}", [f"new {state.label[0]}"], state.role, cluster=root,
                                           marks=("writeback",), tooltip=f"written back to %{target.name}"))
             picture.add_edge(tail, sink.id, role="writeback")
 
@@ -172,13 +179,14 @@ def _add_updates(picture: Picture, graph: Graph, ids: dict[str, str], updates: s
 def summary_picture(graph: Graph, max_nodes: int | None, **options: Any) -> Picture:
     """The full picture if it has at most ``max_nodes`` nodes; else ops folded by module, as deep as fits."""
     picture, _ = static_picture(graph, **options)
-    if max_nodes is None or len(picture.nodes) <= max_nodes or options.get("depth") is not None:
+    total = len(picture.nodes)
+    if max_nodes is None or total <= max_nodes or options.get("depth") is not None:
         return limit(picture, max_nodes)
     deepest = max((n.scope.count(".") + 1 for n in graph.nodes if n.kind == OP and n.scope), default=0)
     for depth in range(deepest, 0, -1):
         folded, _ = static_picture(graph, **dict(options, depth=depth))
         if len(folded.nodes) <= max_nodes:
-            folded.notes.append(f"{len(picture.nodes)} nodes are more than max_nodes={max_nodes}: ops are "
+            folded.notes.append(f"{total} nodes are more than max_nodes={max_nodes}: ops are "
                                 f"folded by module (depth={depth}); pass max_nodes=None to draw every node.")
             return folded
         picture = folded  # the most folded picture so far is the best one to cut
