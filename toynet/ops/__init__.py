@@ -4,6 +4,5 @@ Importing this package registers them all. Both designs use this one table: Eage
 ``op.forward`` at once; Graph mode records ``op`` in a ``Node`` and calls it from a compiled plan.
 """
 
+from . import conv, elementwise, linalg, loss, norm, pool, random, reduce, shape  # noqa: F401  (registers the ops)  # noqa: F401,E402  (batch norm, dropout)
 from ._op import OPS, Op, ShapeError, register  # noqa: F401
-from . import elementwise, reduce, shape, linalg, loss, conv, pool  # noqa: F401  (registers the ops)
-from . import norm, random  # noqa: F401,E402  (batch norm, dropout)

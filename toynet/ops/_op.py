@@ -92,6 +92,19 @@ def _short(value: Any) -> str:
 OPS: dict[str, Op] = {}
 
 
+def apply(op: Op, *inputs: Any, **attrs: Any) -> Any:
+    """``toynet.tensor.apply``, for vjp rules that need an op with no tensor method.
+
+    tensor.py imports this op table, so the op modules cannot import tensor.py back; tensor.py hands
+    its ``apply`` over (``_apply``) once it has loaded. (An import inside every vjp would cost a
+    microsecond on every backward.)
+    """
+    return _apply(op, *inputs, **attrs)
+
+
+_apply: Any = None
+
+
 def register(cls: type[Op]) -> Op:
     """Class decorator: instantiate the op once and record it in :data:`OPS` under ``cls.name``."""
     op = cls()

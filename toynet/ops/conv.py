@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import backend
 from . import conv_kernels as kernels
-from ._op import Op, ShapeError, register, require_float, shape_of
+from ._op import Op, ShapeError, apply, register, require_float, shape_of
 
 
 def needs_grad(x: Any) -> bool:
@@ -31,7 +31,6 @@ def needs_grad(x: Any) -> bool:
 
 
 def _apply(name: str, *inputs: Any, **attrs: Any) -> Any:
-    from ..tensor import apply  # tensor imports the op table: import back at call time
     from ._op import OPS
     return apply(OPS[name], *inputs, **attrs)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import backend
-from ._op import OPS, Op, ShapeError, full_reduction, register, require_float, shape_of
+from ._op import OPS, Op, ShapeError, apply, full_reduction, register, require_float, shape_of
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -44,7 +44,6 @@ class MseLoss(Op):
     def decompose(self, a, b, reduction="mean"):
         """``sum((a - b)^2)`` in two ops: traced this way, the difference is shared by the forward and
         the backward (CSE), where Eager mode's vjp has to compute it again."""
-        from ..tensor import apply
         diff = a - b
         if reduction == "none":
             return diff * diff
@@ -52,7 +51,6 @@ class MseLoss(Op):
         return total / diff.numel() if reduction == "mean" else total
 
     def vjp(self, grad, inputs, output, reduction="mean"):
-        from ..tensor import apply
         a, b = inputs
         d = apply(MseLossGrad, grad, a, b, reduction=reduction)
         return (d if getattr(a, "requires_grad", False) else None,
@@ -174,7 +172,6 @@ class CrossEntropy(Op):
         return (expected if reduction == "none" else ()), logits.dtype
 
     def vjp(self, grad, inputs, output, reduction="mean", ignore_index=-100):
-        from ..tensor import apply
 
         logits, target = inputs
         valid = (target != ignore_index).to(logits.dtype)        # 1 for counted targets, 0 for ignored

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._op import Op, ShapeError, register, require_float, result_dtype, shape_of
+from ._op import Op, ShapeError, apply, register, require_float, result_dtype, shape_of
 
 
 def _rows(xp: Any, x: Any) -> Any:
@@ -178,7 +178,6 @@ class BatchNorm(Op):
 
 def _vjp_fused(grad: Any, x: Any, mean: Any, var: Any, weight: Any, bias: Any, eps: float, training: bool) -> tuple:
     """The fast vjp: one op for the two per-channel sums, one op for ``gx`` (about 7 passes in all)."""
-    from ..tensor import apply
 
     want_x, want_affine = _needs_grad(x), weight is not None and (_needs_grad(weight) or _needs_grad(bias))
     sums = None
@@ -205,7 +204,6 @@ def _vjp_differentiable(grad: Any, x: Any, mean: Any, var: Any, weight: Any, eps
     ``mean``/``var`` inputs are constants to autograd, but their dependence on ``x`` matters for the
     second derivative.
     """
-    from ..tensor import apply
 
     shape, dims = _keepdim_shape(x), _reduce_dims(x)
     if training:

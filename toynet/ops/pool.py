@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._op import Op, ShapeError, register, require_float, shape_of
+from ._op import Op, ShapeError, apply, register, require_float, shape_of
 from .conv_kernels import taps
 
 
 def _apply(name: str, *inputs: Any, **attrs: Any) -> Any:
-    from ..tensor import apply
     from ._op import OPS
     return apply(OPS[name], *inputs, **attrs)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
-from ._op import Op, ShapeError, register, shape_of
+from ._op import Op, ShapeError, apply, register, shape_of
 
 #: In an ``index`` attribute, marks the place of a tensor index, which is passed as an extra input.
 TENSOR_INDEX = "<tensor>"
@@ -119,7 +119,6 @@ class GetItem(Op):
         return shape, a.dtype
 
     def vjp(self, grad, inputs, output, index=()):
-        from ..tensor import apply
         a, *index_tensors = inputs
         return (apply(GetItemGrad, grad, *index_tensors, index=index, shape=tuple(a.shape)),) + \
             (None,) * len(index_tensors)
@@ -154,7 +153,6 @@ class GetItemGrad(Op):
         return tuple(shape), grad.dtype
 
     def vjp(self, grad, inputs, output, index=(), shape=()):
-        from ..tensor import apply
         _, *index_tensors = inputs
         return (apply(GetItem, grad, *index_tensors, index=index),) + (None,) * len(index_tensors)
 
