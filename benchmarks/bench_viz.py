@@ -3,7 +3,8 @@
 For eager autograd graphs and static graphs of about 250, 500 and 1,000 picture nodes it times
 
 * **draw**: toynet's Python side, ``viz.draw(...)`` (walk the graph, build the picture, write DOT);
-* **svg** / **png**: Graphviz's ``dot`` laying out and rendering that DOT (a subprocess);
+* **svg** / **png**: Graphviz's ``dot`` laying out and rendering that DOT (a subprocess); PNGs of tall
+  graphs are huge bitmaps, so also **png<=1600px** (``to_png(d, max_size=1600)``);
 
 and, for the size cap, drawing and rendering the same 1,000-node graphs with the default
 ``max_nodes`` (folded by module or cut). Then a recording: a 40-statement construction recorded,
@@ -81,7 +82,8 @@ def bench_graphs(rounds: int) -> None:
         cases.append((f"static ~{target}", static_graph(target // 5), {"max_nodes": None}))
     cases.append(("eager ~1000, default cap", eager_graph(1000 // 9), {}))
     cases.append(("static ~1000, default cap", static_graph(1000 // 5), {}))
-    times: dict[str, dict[str, list[float]]] = {name: {"draw": [], "svg": [], "png": []} for name, _, _ in cases}
+    times: dict[str, dict[str, list[float]]] = {name: {"draw": [], "svg": [], "png": [], "png1600": []}
+                                                for name, _, _ in cases}
     nodes = {}
     for _ in range(rounds):
         for name, obj, options in cases:
@@ -90,10 +92,12 @@ def bench_graphs(rounds: int) -> None:
             nodes[name] = node_count(drawing)
             times[name]["svg"].append(timed(viz.to_svg, drawing)[0])
             times[name]["png"].append(timed(viz.to_png, drawing)[0])
-    print(f"{'graph':28s} {'nodes':>6s} {'draw s':>8s} {'svg s':>8s} {'png s':>8s} {'draw/svg':>9s}")
+            times[name]["png1600"].append(timed(viz.to_png, drawing, max_size=1600)[0])
+    print(f"{'graph':28s} {'nodes':>6s} {'draw s':>8s} {'svg s':>8s} {'png s':>8s} {'png<=1600px s':>14s} "
+          f"{'draw/svg':>9s}")
     for name, _, _ in cases:
         m = {k: statistics.median(v) for k, v in times[name].items()}
-        print(f"{name:28s} {nodes[name]:6d} {m['draw']:8.3f} {m['svg']:8.3f} {m['png']:8.3f} "
+        print(f"{name:28s} {nodes[name]:6d} {m['draw']:8.3f} {m['svg']:8.3f} {m['png']:8.3f} {m['png1600']:14.3f} "
               f"{m['draw'] / m['svg']:9.3f}")
 
 

@@ -564,6 +564,12 @@ def test_svg_and_png_rendering():
     from PIL import Image
     assert Image.open(io.BytesIO(png)).size[0] > 100
     assert drawing.pipe(format="svg").startswith(b"<?xml")
+    h = flow.randn(2, requires_grad=True)
+    for _ in range(60):
+        h = h * 2.0
+    tall = viz.draw(h, legend=False)
+    full, capped = (Image.open(io.BytesIO(viz.to_png(tall, max_size=m))).size for m in (None, 400))
+    assert max(full) > 400 and max(capped) <= 400
 
 
 def test_missing_dot_explains_how_to_install(monkeypatch, tmp_path):

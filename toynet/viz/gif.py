@@ -35,8 +35,7 @@ def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float |
         if fps <= 0:
             raise ValueError(f"fps must be positive, got {fps}")
         duration = 1.0 / fps
-    pictures = [Image.open(io.BytesIO(to_png(_limited(frame.drawing, max_size)))).convert("RGB")
-                for frame in frames]
+    pictures = [Image.open(io.BytesIO(to_png(frame.drawing, max_size))).convert("RGB") for frame in frames]
     width = max(p.width for p in pictures)
     height = max(p.height for p in pictures)
     texts = [_caption(i, len(frames), frame.label) for i, frame in enumerate(frames)] if captions else []
@@ -52,16 +51,6 @@ def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float |
     canvases[0].save(path, format="GIF", save_all=True, append_images=canvases[1:],
                      duration=round(duration * 1000), loop=loop)
     return path
-
-
-def _limited(drawing: Any, max_size: int | None) -> Any:
-    """The drawing with Graphviz's ``size`` set, so that dot scales it down to ``max_size`` pixels."""
-    if max_size is None:
-        return drawing
-    limited = drawing.copy()
-    inches = max_size / 96  # dot's default bitmap resolution
-    limited.attr(size=f"{inches:.2f},{inches:.2f}")  # without "!", only shrinks, never enlarges
-    return limited
 
 
 def _caption(index: int, total: int, label: str) -> list[str]:

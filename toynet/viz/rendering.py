@@ -48,9 +48,16 @@ class Drawing(graphviz.Digraph):
             raise GraphvizNotInstalled(INSTALL_HELP) from error
 
 
-def render(source: Any, format: str = "svg") -> Any:
-    """Lay out and render a drawing (or DOT text): ``"svg"`` gives text, ``"png"`` gives bytes."""
+def render(source: Any, format: str = "svg", max_size: int | None = None) -> Any:
+    """Lay out and render a drawing (or DOT text): ``"svg"`` gives text, ``"png"`` gives bytes.
+
+    ``max_size``: scale the picture down to at most this many pixels on its longest side (bitmaps of
+    tall graphs are otherwise huge: rasterising a 900-node chain at full size takes ~30 s).
+    """
     dot = source.source if isinstance(source, graphviz.Digraph) else str(source)
+    if max_size is not None:
+        inches = max_size / 96  # dot's default bitmap resolution; "size" without "!" only shrinks
+        dot = dot.replace("{", f"{{\n\tsize=\"{inches:.2f},{inches:.2f}\"", 1)
     try:
         data = graphviz.Source(dot).pipe(format=format)
     except graphviz.ExecutableNotFound as error:
@@ -62,5 +69,5 @@ def to_svg(source: Any) -> str:
     return render(source, "svg")
 
 
-def to_png(source: Any) -> bytes:
-    return render(source, "png")
+def to_png(source: Any, max_size: int | None = None) -> bytes:
+    return render(source, "png", max_size)
