@@ -165,6 +165,8 @@ CALLS: dict[str, Call] = {
     "matmul": unary(lambda x: [x @ x.t(), x[0] @ x[1]]),
     "linear": Call(lambda d: (lambda x, w, b: (F.linear(x, w, b), [x, w, b]))(
         f32(4, 3, device=d), f32(2, 3, device=d), f32(2, device=d))),
+    "linear_grad_weight": Call(lambda d: (lambda g, x: (apply(OPS["linear_grad_weight"], g, x), [g, x]))(
+        f32(4, 2, device=d), f32(4, 3, device=d))),
     "mse_loss": Call(lambda d: (lambda a, b: ([F.mse_loss(a, b), F.mse_loss(a, b, reduction="sum")], [a, b]))(
         f32(2, 3, device=d), f32(2, 3, device=d))),
     "mse_loss_grad": Call(_mse_grad),

@@ -346,3 +346,20 @@ def test_softmax_is_stable_for_large_logits(device):
     a = flow.tensor([[1000.0, 1000.0, -1000.0]], device=device)
     np.testing.assert_allclose(a.softmax(1).numpy(), [[0.5, 0.5, 0.0]])
     np.testing.assert_allclose(a.log_softmax(1).numpy()[0, :2], [np.log(0.5)] * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("lead", [(4,), (2, 3), ()])
+def test_linear_grad_weight_is_the_weight_gradient_and_differentiable(device, lead):
+    """linear's weight gradient op (one matmul over all leading dims) equals autograd's and has a vjp."""
+    from gradcheck import check_grad
+    from toynet.ops import OPS
+    from toynet.tensor import apply
+
+    rng = np.random.default_rng(3)
+    g, x = rng.standard_normal(lead + (2,)), rng.standard_normal(lead + (3,))
+    check_grad(lambda g, x: apply(OPS["linear_grad_weight"], g, x), g, x, device=device)
+    w = flow.tensor(rng.standard_normal((2, 3)), device=device, requires_grad=True)
+    xt = flow.tensor(x, device=device)
+    (flow.nn.functional.linear(xt, w) * flow.tensor(g, device=device)).sum().backward()
+    expected = g.reshape(-1, 2).T @ x.reshape(-1, 3)
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-12)

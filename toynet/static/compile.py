@@ -203,7 +203,15 @@ def _linear(n: Node, args: list[str], out: str | None) -> str | None:
     return f"xp.add({product}, {args[2]}, out={out})" if out else f"{product} + {args[2]}"
 
 
+def _linear_grad_weight(n: Node, args: list[str], out: str | None) -> str | None:
+    grad = n.inputs[0]
+    if len(grad.shape) != 2:
+        return None
+    return f"xp.matmul({args[0]}.T, {args[1]}" + (f", out={out})" if out else ")")
+
+
 _INLINE = {
+    "linear_grad_weight": _linear_grad_weight,
     "reshape": lambda n, args, out: f"{args[0]}.reshape({n.attrs['shape']!r})",
     "permute": lambda n, args, out: f"{args[0]}.transpose({n.attrs['dims']!r})",
     "broadcast_to": lambda n, args, out: f"xp.broadcast_to({args[0]}, {n.attrs['shape']!r})",
