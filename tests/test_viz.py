@@ -185,6 +185,8 @@ def test_layout_options_and_errors():
         viz.draw(3.0)
     with pytest.raises(ValueError, match="literals"):
         viz.draw(l, literals="beside")
+    with pytest.raises(TypeError, match="unknown option.*forward_only"):
+        viz.draw(l, forward_only=True)
 
 
 def test_size_cap_keeps_nodes_nearest_the_output_and_says_so():

@@ -15,7 +15,7 @@ DOT text; ``.render("file", format="png")`` saves it):
   optimizer clusters, state and its update edges: ``flow.viz.draw(graph, forward_only=True)``.
 
 ``flow.viz.draw_pass(before, after, removed=..., fused=...)`` or ``flow.viz.draw_pass(graph.passes[i])``
-shows what an optimisation pass changed;
+shows what an optimisation pass changed (``context=1``: only the changed nodes and their neighbours);
 ``with flow.viz.record() as rec:`` records a graph as your code builds it (``rec.to_gif("build.gif")``,
 ``rec.player()`` in a notebook).
 
@@ -29,7 +29,8 @@ Eager only: ``show_values`` (tensors of at most 16 elements), ``show_grads`` (af
 (state updates as edges back to the state, or as "new <state>" nodes; default ``"auto"``: edges up to
 16 updates), ``show_names``, ``show_values`` (constants).
 
-Rendering needs Graphviz's ``dot`` program (``apt-get install graphviz`` / ``brew install graphviz`` /
+Rendering (``flow.viz.to_svg(d)``, ``flow.viz.to_png(d, max_size=1600)``, ``d.render(...)``, a notebook
+display) needs Graphviz's ``dot`` program (``apt-get install graphviz`` / ``brew install graphviz`` /
 ``conda install graphviz``); without it drawing still works and rendering raises
 :class:`GraphvizNotInstalled`, which says how to install it.
 """
@@ -84,6 +85,10 @@ def picture_of(obj: Any, *, max_nodes: int | None = MAX_NODES, names: Mapping[st
             raise TypeError("names= is for eager tensors; a static graph's nodes already have names")
         return summary_picture(graph, max_nodes, **_static_options(options))
     roots = _as_tensors(obj)
+    unknown = set(options) - {"show_values", "show_grads", "show_saved", "show_attrs", "literals"}
+    if unknown:
+        raise TypeError(f"unknown option(s) {sorted(unknown)} for drawing an eager tensor; known: show_values, "
+                        "show_grads, show_saved, show_attrs, literals, names, rankdir, legend, max_nodes, title")
     if namespaces is None:
         namespaces = user_namespaces()
     order, made_by = walk_grad_fns(roots)
