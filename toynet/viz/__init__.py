@@ -49,7 +49,7 @@ from .draw_pass import pass_picture, report_fields
 from .draw_static import summary_picture
 from .model import Picture, limit
 from .names import Namer, user_namespaces
-from .record import Frame, Recorder, record
+from .recording import Frame, Recorder, record
 from .rendering import Drawing, GraphvizNotInstalled, render, to_png, to_svg
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Animated GIFs of a recording: each frame rendered to PNG by ``dot``, captioned and joined by Pillow.
 
-The frames of a recording share one layout (see :mod:`toynet.viz.record`), so their PNGs have the same
+The frames of a recording share one layout (see :mod:`toynet.viz.recording`), so their PNGs have the same
 size and every node stays put; the caption band under each picture says which step it is and which
 source statement ran.
 """
@@ -20,7 +20,7 @@ CAPTION_WIDTH = 90  # characters
 
 def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float | None = None,
            captions: bool = True, loop: int = 0, max_size: int | None = 1600) -> str:
-    """Write ``frames`` (:class:`~toynet.viz.record.Frame` objects) to ``path`` as an animated GIF.
+    """Write ``frames`` (:class:`~toynet.viz.recording.Frame` objects) to ``path`` as an animated GIF.
 
     ``fps`` frames per second, or ``duration`` seconds per frame; ``loop=0`` repeats forever.
     ``max_size``: pictures larger than this many pixels (longest side) are scaled down by ``dot``
