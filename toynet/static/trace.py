@@ -30,8 +30,9 @@ from ..ops import OPS, ShapeError
 from ..tensor import Tensor
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
 
-#: Callbacks told about every node any tracer adds (toynet.viz.record animates graph construction with it).
-NODE_OBSERVERS: list[Callable[[Node], None]] = []
+#: Callbacks told ``(node, graph)`` for every node any tracer adds (toynet.viz.record animates graph
+#: construction with it).
+NODE_OBSERVERS: list[Callable[[Node, Graph], None]] = []
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -173,7 +174,7 @@ class Tracer:
         if self.on_node is not None:
             self.on_node(node)
         for observer in NODE_OBSERVERS:
-            observer(node)
+            observer(node, self.graph)
 
     # ------------------------------------------------------------------------------ ops
 
