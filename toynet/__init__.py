@@ -13,9 +13,10 @@ from .backend import (  # noqa: F401
     manual_seed,
 )
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
-from .tensor import (  # noqa: F401
-    Tensor, arange, from_numpy, full, full_like, is_tensor, linspace, ones, ones_like, rand, randint, randn,
-    tensor, zeros, zeros_like,
+from .tensor import Tensor  # noqa: F401
+from .creation import (  # noqa: F401
+    arange, from_numpy, full, full_like, is_tensor, linspace, ones, ones_like, rand, randint, randn, tensor,
+    zeros, zeros_like,
 )
 from .functional import (  # noqa: F401
     abs, add, argmax, broadcast_to, cat, clamp, clip, concat, div, exp, flatten, log, log_softmax, matmul,

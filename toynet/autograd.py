@@ -228,17 +228,25 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     return results
 
 
-_TENSOR_MODULE: Any = None
+_MODULES: dict[str, Any] = {}
+
+
+def _module(name: str) -> Any:
+    """A toynet module that imports this one (tensor, creation): fetched once, at first use (an import
+    statement inside a function costs a microsecond on every backward)."""
+    module = _MODULES.get(name)
+    if module is None:
+        import importlib
+        module = _MODULES[name] = importlib.import_module(name)
+    return module
 
 
 def _tensor_module() -> Any:
-    """toynet.tensor, which imports this module: fetched once, at first use (an import statement inside
-    a function costs a microsecond on every backward)."""
-    global _TENSOR_MODULE
-    if _TENSOR_MODULE is None:
-        import importlib
-        _TENSOR_MODULE = importlib.import_module("toynet.tensor")
-    return _TENSOR_MODULE
+    return _module("toynet.tensor")
+
+
+def _creation_module() -> Any:
+    return _module("toynet.creation")
 
 
 def _add(total: Any, g: Any) -> Any:
@@ -264,7 +272,7 @@ def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool, adopted: set | None)
 
 
 def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what: str) -> list[Any]:
-    Tensor, ones_like = _tensor_module().Tensor, _tensor_module().ones_like
+    Tensor, ones_like = _tensor_module().Tensor, _creation_module().ones_like
 
     grads = []
     for i, t in enumerate(tensors):

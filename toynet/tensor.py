@@ -15,7 +15,6 @@ arrays (eager) or hands the call to the active tracer (lazy), and records the ``
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Iterator, Sequence
 
 from . import autograd, backend
@@ -346,7 +345,7 @@ class Tensor:
 
     def fill_(self, value: float) -> "Tensor":
         if _tracer is not None:
-            return _tracer.assign(self, full_like(self, value))
+            return _tracer.assign(self, value)
         self.array[...] = value
         return self
 
@@ -830,120 +829,6 @@ def _infer_reshape(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...
         raise ShapeError(f"reshape: cannot reshape a tensor of shape {old} ({total} elements) into {new} "
                          f"({known} elements)")
     return new
-
-
-# ---------------------------------------------------------------------------------------- creation
-
-
-def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Make a tensor from data (numbers, nested lists, NumPy arrays, tensors), copying it."""
-    if isinstance(data, Tensor):
-        t = data.detach().to(device=device or data.device, dtype=dtype or data.dtype)
-        if t is data or t.array is data.array:
-            t = Tensor.wrap(data.device.xp.array(t.array, copy=True), t.device)
-        t.requires_grad = requires_grad
-        return t
-    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-
-
-def from_numpy(array: Any) -> Tensor:
-    """A CPU tensor that shares memory with a NumPy array."""
-    if not backend.is_array(array):
-        raise TypeError(f"from_numpy expects a NumPy array, got {type(array).__name__}")
-    backend.dtype_of(array)
-    return Tensor.wrap(array, CPU)
-
-
-def _filled(shape: tuple, value: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
-    device = backend.to_device_obj(device)
-    dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
-    t = Tensor.wrap(device.xp.full(_shape_arg(shape), value, dtype=dtype.array_dtype), device)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _filled(shape, 0, dtype, device, requires_grad)
-
-
-def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _filled(shape, 1, dtype, device, requires_grad)
-
-
-def full(shape: Any, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _filled((shape,) if isinstance(shape, int) else tuple(shape), fill_value, dtype, device, requires_grad)
-
-
-def _like(t: Tensor, value: Any, dtype: Any) -> Tensor:
-    if t.node is not None:
-        return current_tracer().full_like(t, value, dtype)
-    if dtype is None:  # the common case (every backward's seed): no conversions needed
-        return Tensor.wrap(t.device.xp.full(t.array.shape, value, dtype=t.array.dtype), t.device)
-    return _filled(t.shape, value, dtype, t.device, False)
-
-
-def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
-    return _like(t, 0, dtype)
-
-
-def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
-    return _like(t, 1, dtype)
-
-
-def full_like(t: Tensor, value: Any, dtype: Any = None) -> Tensor:
-    return _like(t, value, dtype)
-
-
-def randn(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples; reproducible with :func:`manual_seed`."""
-    device = backend.to_device_obj(device)
-    dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
-    t = Tensor.wrap(backend.random_normal(_shape_arg(shape), dtype, device), device)
-    return t.requires_grad_(True) if requires_grad else t
-
-
-def rand(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples in [0, 1); reproducible with :func:`manual_seed`."""
-    device = backend.to_device_obj(device)
-    dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
-    t = Tensor.wrap(backend.random_uniform(_shape_arg(shape), 0.0, 1.0, dtype, device), device)
-    return t.requires_grad_(True) if requires_grad else t
-
-
-def randint(low: int, high: int, size: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    device = backend.to_device_obj(device)
-    dtype = backend.to_dtype(dtype) if dtype is not None else backend.int64
-    return Tensor.wrap(backend.random_integers(low, high, _shape_arg((size,) if isinstance(size, int) else size),
-                                               dtype, device), device)
-
-
-def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device: Any = None,
-           requires_grad: bool = False) -> Tensor:
-    if end is None:
-        start, end = 0, start
-    device = backend.to_device_obj(device)
-    if dtype is None:
-        dtype = backend.DEFAULT_FLOAT if any(isinstance(v, float) for v in (start, end, step)) else backend.int64
-    dtype = backend.to_dtype(dtype)
-    t = Tensor.wrap(device.xp.arange(start, end, step).astype(dtype.array_dtype), device)
-    return t.requires_grad_(True) if requires_grad else t
-
-
-def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
-             requires_grad: bool = False) -> Tensor:
-    device = backend.to_device_obj(device)
-    dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
-    t = Tensor.wrap(device.xp.linspace(start, end, steps).astype(dtype.array_dtype), device)
-    return t.requires_grad_(True) if requires_grad else t
-
-
-def is_tensor(obj: Any) -> bool:
-    return isinstance(obj, Tensor)
-
-
-def is_number(obj: Any) -> bool:
-    return isinstance(obj, numbers.Number)
 
 
 op_base._apply = apply  # vjp rules reach apply through the op table (see toynet.ops._op.apply)

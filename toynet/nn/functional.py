@@ -7,7 +7,8 @@ from typing import Any
 
 from ..autograd import no_grad
 from ..ops import OPS
-from ..tensor import Tensor, apply, ones, zeros
+from ..creation import ones, zeros
+from ..tensor import Tensor, apply
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from .. import backend
-from ..tensor import Tensor, zeros, zeros_like
+from ..creation import zeros, zeros_like
+from ..tensor import Tensor
 from .optimizer import Optimizer
 
 

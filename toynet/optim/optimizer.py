@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from .. import autograd
-from ..tensor import Tensor, zeros_like
+from ..creation import zeros_like
+from ..tensor import Tensor
 
 
 class Optimizer:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from ..tensor import Tensor, zeros, zeros_like
+from ..creation import zeros, zeros_like
+from ..tensor import Tensor
 from .optimizer import Optimizer
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from .. import backend
 from ..backend import host
-from ..tensor import Tensor, from_numpy, tensor
+from ..creation import from_numpy, tensor
+from ..tensor import Tensor
 
 
 class Compose:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ... import backend
 from ...autograd import no_grad
-from ...tensor import Tensor, ones, tensor, zeros
+from ...creation import ones, tensor, zeros
+from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module

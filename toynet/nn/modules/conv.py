@@ -6,7 +6,8 @@ import math
 from typing import Any
 
 from ... import backend
-from ...tensor import Tensor, zeros
+from ...creation import zeros
+from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from ... import backend
-from ...tensor import Tensor, zeros
+from ...creation import zeros
+from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module
