@@ -29,12 +29,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-# PyTorch is only a reference for the tests. Take it from a local wheel (--no-index) so a machine
-# without one never downloads gigabytes; without it the comparison tests skip.
+# PyTorch is only a reference for the tests. Take the wheel itself only from a local file (--no-index),
+# so a machine without one never downloads gigabytes; its small dependencies then come from the index.
+# Without it the comparison tests skip.
 if ! python -c "import torch" >/dev/null 2>&1; then
-  if python -m pip install -q --no-index torch==2.13.0 >/dev/null 2>&1; then
+  if python -m pip install -q --no-index --no-deps torch==2.13.0 >/dev/null 2>&1 \
+      && python -m pip install -q torch==2.13.0; then
     echo "[setup] installed PyTorch 2.13.0 (CPU) from a local wheel as a test reference"
   else
+    python -m pip uninstall -q -y torch >/dev/null 2>&1 || true
     echo "[setup] no local PyTorch wheel: tests that compare with PyTorch will skip"
   fi
 fi
