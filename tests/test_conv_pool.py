@@ -75,6 +75,34 @@ def test_conv2d_matches_pytorch(case, dtype, device):
         np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), **tol)
 
 
+DENSE = [c for c in CONVS if c[0].startswith(("dense", "grouped", "depthwise_multiplier", "pointwise_padded"))]
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 1 << 30], ids=["image_by_image", "whole_batch"])
+@pytest.mark.parametrize("case", DENSE + [("dense_stride_2x1_dilated", (3, 2, 7, 6), (3, 2, 2, 3), (2, 1), (1, 2),
+                                           (1, 2), 1)], ids=lambda c: c[0])
+def test_dense_kernels_chunk_the_batch_without_changing_results(case, chunk_bytes, device, monkeypatch):
+    """The dense kernels build im2col a few images at a time (DENSE_CHUNK_BYTES); one image per chunk
+    and the whole batch in one chunk must give PyTorch's forward and both gradients."""
+    torch = pytest.importorskip("torch")
+    from toynet.ops import conv_kernels
+
+    monkeypatch.setattr(conv_kernels, "DENSE_CHUNK_BYTES", chunk_bytes)
+    _, xs, ws, stride, padding, dilation, groups = case
+    rng = np.random.default_rng(10)
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    ours = [flow.tensor(a, device=device, requires_grad=True) for a in (x, w)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, w)]
+    y = F.conv2d(*ours, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    ty = torch.nn.functional.conv2d(*theirs, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    g = rng.standard_normal(tuple(ty.shape))
+    y.backward(flow.tensor(g, device=device))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    for mine, ref in zip(ours, theirs):
+        np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("case", [c for c in CONVS if c[0] in ("dense_nonsquare_stride", "grouped", "depthwise_stride2",
                                                                  "pointwise_strided", "dense_dilation")],
                          ids=lambda c: c[0])

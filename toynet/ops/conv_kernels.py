@@ -7,12 +7,13 @@ a dot product between the weights and the ``kh * kw`` input pixels under the ker
 
 Fast code on NumPy means few Python calls and few passes over memory, so there are three kernels:
 
-* **dense** (any conv): *im2col*. Copy every tap's shifted slice of the input into one matrix
-  ``cols`` of shape (C*kh*kw, N*Ho*Wo); the convolution is then one matrix product
-  ``w.reshape(O, C*kh*kw) @ cols``, done by BLAS. ``cols`` is laid out *channel-major*: its columns run
-  over (image, row, column), so the whole batch is one big product instead of N small ones, and
-  grad_weight = ``g @ cols.T`` is one product too. grad_input multiplies back (``w.T @ g``) and
-  *col2im* adds each tap's rows back into a padded buffer.
+* **dense** (any conv): *im2col*. Copy every tap's shifted view of the (zero-padded) input into a
+  matrix ``cols`` of shape (C*kh*kw, Ho*Wo) per image; the convolution is then one matrix product
+  ``w.reshape(O, C*kh*kw) @ cols``, done by BLAS. grad_weight = ``g @ cols.T`` (the same ``cols``,
+  rebuilt), grad_input multiplies back (``w.T @ g``) and *col2im* adds each tap's rows back where
+  they were read from. ``cols`` is built a few images at a time into one reused buffer that stays
+  in the CPU cache (see :data:`DENSE_CHUNK_BYTES`), and stride-1 taps are read as shifts of the
+  flattened image (see :class:`DenseLayout`), so every copy is one long contiguous run.
 * **pointwise** (1x1 kernels, the bulk of MobileNetV2's work): the input already *is* ``cols``; with
   enough pixels per image a batched ``w @ x[n]`` needs no copy at all.
 * **depthwise** (one input and one output channel per group): a matrix product would be mostly
@@ -21,9 +22,13 @@ Fast code on NumPy means few Python calls and few passes over memory, so there a
   (over channels) on data in cache, and each tap touches only the pixels it reads from the real
   image, never a zero-padded copy (on a 2x2 image most of a 3x3 tap's window is padding).
 
-Why these layouts (measured with ``benchmarks/bench_conv_kernels.py``): the channel-major ``cols``
-makes grad_weight one GEMM and avoids a batch of small ones; NCHW depthwise loops ran over rows only
-Wo long (2 to 16 elements in MobileNetV2), which made NumPy's per-loop overhead dominate.
+Why these layouts (measured with ``benchmarks/bench_conv_kernels.py``): a whole-batch ``cols`` is 9x
+the input (10 MB for a 16x16x32x32 batch) and lives in main memory, so BLAS waits on it; built a
+chunk at a time it is written and multiplied while in cache, which halved the small conv net's
+forward. The same chunks are simply rebuilt for grad_weight rather than kept from the forward:
+keeping them would hold the 9x copy alive from forward to backward, and rebuilding in cache costs
+less than reading it back from memory. NCHW depthwise loops ran over rows only Wo long (2 to 16
+elements in MobileNetV2), which made NumPy's per-loop overhead dominate.
 
 Every kernel allocates with the input's dtype, so float32 stays float32.
 """
@@ -36,6 +41,9 @@ Pair = tuple[int, int]
 
 #: Below this many output pixels per image, one channel-major product beats N per-image products.
 PER_IMAGE_MIN_PIXELS = 16
+#: Dense kernels build the im2col matrix for this many bytes of images at a time (a chunk stays in
+#: the CPU's cache between being written and being multiplied).
+DENSE_CHUNK_BYTES = 1 << 19
 #: Depthwise kernels work on this many elements per chunk (a few hundred KB: fits in L2 cache).
 DEPTHWISE_CHUNK_ELEMENTS = 1 << 16
 
@@ -87,58 +95,143 @@ def from_channel_major(xp: Any, a: Any, n: int, h: int, w: int) -> Any:
 # ----------------------------------------------------------------------------------- dense (im2col)
 
 
-def im2col(xp: Any, x: Any, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, out_hw: Pair) -> Any:
-    """cols[(c, i, j), (n, ho, wo)] = xpad[n, c, ho*sh + i*dh, wo*sw + j*dw], shape (C*kh*kw, N*Ho*Wo).
+class DenseLayout:
+    """Where every tap of a dense convolution reads its input, for one input shape.
 
-    The input is first padded into a channel-major buffer (C, N, Hp, Wp), so that every tap's slice
-    has the same axis order as its destination in ``cols``: each copy then streams through memory.
+    The images are first copied into a zero-bordered buffer ``padded`` of shape (N, C, Hp, Wp) (one
+    spare row at the bottom for stride 1, see below). Tap (i, j) of output pixel (h, w) reads
+    ``padded[n, c, h*sh + i*dh, w*sw + j*dw]``; a tap's values for all output pixels are a *view* of
+    ``padded``:
+
+    * **stride 1** (most convolutions): read each (image, channel) plane as one flat row of
+      ``Hp*Wp`` numbers. Output pixel (h, w) of tap (i, j) is then flat position
+      ``h*Wp + w + (i*dh*Wp + j*dw)``: a *shift*. If the output is computed ``Wp`` columns wide
+      instead of ``Wo`` (``width = Wp``), every tap is one contiguous run of ``Ho*Wp`` numbers,
+      which NumPy copies in long loops; the ``Wp - Wo`` extra columns of every output row read
+      values wrapped around from the next row: junk, cut off at the end (and zero in gradients).
+      The spare row keeps the last tap's run inside the buffer.
+    * **other strides**: tap (i, j) is the strided window ``padded[:, :, i*dh::sh, j*dw::sw]``
+      cut to Ho x Wo (``width = Wo``, no junk).
     """
-    n, c, h, w = x.shape
-    (kh, kw), (ho, wo), (ph, pw) = kernel, out_hw, padding
-    source = x.transpose(1, 0, 2, 3)
-    if ph or pw:
-        padded = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
-        padded[:, :, ph:ph + h, pw:pw + w] = source
-        source = padded
-    cols = xp.empty((c, kh, kw, n, ho, wo), dtype=x.dtype)
-    for i, j, rows, columns in taps(kernel, stride, dilation, out_hw):
-        cols[:, i, j] = source[:, :, rows, columns]
-    return cols.reshape(c * kh * kw, n * ho * wo)
+
+    def __init__(self, x_shape: tuple, w_shape: tuple, stride: Pair, padding: Pair, dilation: Pair):
+        self.kernel, (self.ho, self.wo) = geometry(x_shape, w_shape, stride, padding, dilation)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.hp, self.wp = x_shape[2] + 2 * padding[0], x_shape[3] + 2 * padding[1]
+        self.shift = stride == (1, 1)
+        self.width = self.wp if self.shift else self.wo
+        self.length = self.ho * self.width               # output positions per plane, junk included
+        self.taps = self.kernel[0] * self.kernel[1]
+
+    @property
+    def tap_shape(self) -> tuple:
+        """The shape of one tap's view for one (image, channel): flat for shifts, 2-d for windows."""
+        return (self.length,) if self.shift else (self.ho, self.wo)
+
+    def pad(self, xp: Any, x: Any) -> Any:
+        """``x`` inside its zero border (plus the spare row when shifting)."""
+        n, c, h, w = x.shape
+        (ph, pw), spare = self.padding, 1 if self.shift else 0
+        padded = xp.zeros((n, c, self.hp + spare, self.wp), dtype=x.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = x
+        return padded
+
+    def crop(self, xp: Any, padded: Any, x_shape: tuple) -> Any:
+        """The inverse of :meth:`pad`: the interior of the border, as a contiguous (N, C, H, W) array."""
+        (ph, pw), (h, w) = self.padding, x_shape[2:]
+        return xp.ascontiguousarray(padded[:, :, ph:ph + h, pw:pw + w])
+
+    def tap_views(self, padded: Any, start: int, stop: int):
+        """For images start..stop, every tap's view of ``padded``: (k, C, *tap_shape), in tap order."""
+        (kh, kw), (dh, dw) = self.kernel, self.dilation
+        if self.shift:
+            flat = padded.reshape(padded.shape[0], padded.shape[1], -1)  # contiguous: a view
+            for i in range(kh):
+                for j in range(kw):
+                    offset = i * dh * self.wp + j * dw
+                    yield flat[start:stop, :, offset:offset + self.length]
+        else:
+            for _, _, rows, columns in taps(self.kernel, self.stride, self.dilation, (self.ho, self.wo)):
+                yield padded[start:stop, :, rows, columns]
+
+    def widen(self, xp: Any, g: Any) -> Any:
+        """An output-shaped (N, O, Ho, Wo) array as (N, O, Ho*width), with zeros in the junk columns
+        (so that junk positions contribute nothing to gradients)."""
+        n, o = g.shape[:2]
+        if self.width == self.wo:
+            return xp.ascontiguousarray(g).reshape(n, o, self.length)
+        wide = xp.zeros((n, o, self.ho, self.width), dtype=g.dtype)
+        wide[:, :, :, :self.wo] = g
+        return wide.reshape(n, o, self.length)
+
+    def narrow(self, xp: Any, y: Any) -> Any:
+        """(N, O, Ho*width) -> the (N, O, Ho, Wo) output, junk columns cut off."""
+        y = y.reshape(y.shape[0], -1, self.ho, self.width)
+        return y if self.width == self.wo else xp.ascontiguousarray(y[:, :, :, :self.wo])
+
+    def chunk(self, n: int, channels: int, itemsize: int) -> int:
+        """How many images' im2col matrices fit in :data:`DENSE_CHUNK_BYTES`."""
+        return max(1, min(n, DENSE_CHUNK_BYTES // (channels * self.taps * self.length * itemsize)))
 
 
-def col2im(xp: Any, cols: Any, x_shape: tuple, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
-           out_hw: Pair) -> Any:
-    """The adjoint of :func:`im2col`: add every tap's rows of ``cols`` back where they were read from."""
-    n, c, h, w = x_shape
-    (kh, kw), (ho, wo), (ph, pw) = kernel, out_hw, padding
-    cols = cols.reshape(c, kh, kw, n, ho, wo)
-    padded = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
-    for i, j, rows, columns in taps(kernel, stride, dilation, out_hw):
-        padded[:, :, rows, columns] += cols[:, i, j]
-    return xp.ascontiguousarray(padded[:, :, ph:ph + h, pw:pw + w].transpose(1, 0, 2, 3))
+def im2col_chunks(xp: Any, padded: Any, layout: DenseLayout, groups: int):
+    """Yield ``(start, stop, cols)`` for chunks of images: ``cols`` (k, groups, C/groups*kh*kw, L) holds
+
+        cols[n, g, (c, i, j), p] = tap (i, j) of channel c (of group g) of image start + n at output p
+
+    so that the convolution of a chunk is one (batched) matrix product ``w @ cols``. One buffer is
+    reused for every chunk: small enough to stay in the CPU cache from being written to being
+    multiplied, which is what makes this faster than one im2col matrix for the whole batch.
+    """
+    n, c = padded.shape[:2]
+    k = layout.chunk(n, c, padded.itemsize)
+    buffer = xp.empty((k, c, layout.taps) + layout.tap_shape, dtype=padded.dtype)
+    for start in range(0, n, k):
+        stop = min(n, start + k)
+        cols = buffer[:stop - start]
+        for t, view in enumerate(layout.tap_views(padded, start, stop)):
+            cols[:, :, t] = view
+        yield start, stop, cols.reshape(stop - start, groups, -1, layout.length)
 
 
 def dense_forward(xp, x, w, stride, padding, dilation, groups):
-    kernel, (ho, wo) = geometry(x.shape, w.shape, stride, padding, dilation)
-    cols = im2col(xp, x, kernel, stride, padding, dilation, (ho, wo))
-    # Group g multiplies its own slice of output channels with its own rows of cols.
-    y = xp.matmul(w.reshape(groups, w.shape[0] // groups, -1), cols.reshape(groups, -1, cols.shape[1]))
-    return from_channel_major(xp, y.reshape(w.shape[0], -1), x.shape[0], ho, wo)
-
-
-def dense_grad_input(xp, g, w, x_shape, stride, padding, dilation, groups):
-    kernel, out_hw = geometry(x_shape, w.shape, stride, padding, dilation)
-    w3 = w.reshape(groups, w.shape[0] // groups, -1)
-    cols = xp.matmul(w3.transpose(0, 2, 1), channel_major(xp, g).reshape(groups, w3.shape[1], -1))
-    return col2im(xp, cols, x_shape, kernel, stride, padding, dilation, out_hw)
+    """y[n] = w @ cols[n], chunk by chunk: (O, C*kh*kw) @ (C*kh*kw, Ho*width) per image."""
+    layout = DenseLayout(x.shape, w.shape, stride, padding, dilation)
+    w3 = w.reshape(groups, w.shape[0] // groups, -1)                # (G, O/G, C/G*kh*kw)
+    y = xp.empty((x.shape[0], groups, w3.shape[1], layout.length), dtype=x.dtype)
+    for start, stop, cols in im2col_chunks(xp, layout.pad(xp, x), layout, groups):
+        xp.matmul(w3, cols, out=y[start:stop])
+    return layout.narrow(xp, y)
 
 
 def dense_grad_weight(xp, x, g, w_shape, stride, padding, dilation, groups):
-    kernel, out_hw = geometry(x.shape, w_shape, stride, padding, dilation)
-    cols = im2col(xp, x, kernel, stride, padding, dilation, out_hw)
-    g3 = channel_major(xp, g).reshape(groups, w_shape[0] // groups, -1)
-    dw = xp.matmul(g3, cols.reshape(groups, -1, cols.shape[1]).transpose(0, 2, 1))
-    return dw.reshape(w_shape)
+    """dw = sum over images of g[n] @ cols[n]^T, with the same im2col chunks as the forward.
+
+    Computed transposed, as ``cols[n] @ g[n]^T`` (C*kh*kw, O): the same numbers, but OpenBLAS runs
+    this orientation of the product about 20% faster here (measured).
+    """
+    layout = DenseLayout(x.shape, w_shape, stride, padding, dilation)
+    g4 = layout.widen(xp, g).reshape(g.shape[0], groups, w_shape[0] // groups, layout.length)
+    dw_t = xp.zeros((groups, w_shape[1] * layout.taps, w_shape[0] // groups), dtype=g.dtype)
+    for start, stop, cols in im2col_chunks(xp, layout.pad(xp, x), layout, groups):
+        dw_t += xp.matmul(cols, g4[start:stop].transpose(0, 1, 3, 2)).sum(axis=0)
+    return xp.ascontiguousarray(dw_t.transpose(0, 2, 1)).reshape(w_shape)
+
+
+def dense_grad_input(xp, g, w, x_shape, stride, padding, dilation, groups):
+    """dcols[n] = w^T @ g[n], then *col2im*: each tap's rows added back where the tap read from."""
+    layout = DenseLayout(x_shape, w.shape, stride, padding, dilation)
+    n, c = x_shape[:2]
+    g4 = layout.widen(xp, g).reshape(n, groups, w.shape[0] // groups, layout.length)
+    w_t = w.reshape(groups, w.shape[0] // groups, -1).transpose(0, 2, 1)   # (G, C/G*kh*kw, O/G)
+    padded = xp.zeros((n, c, layout.hp + (1 if layout.shift else 0), layout.wp), dtype=g.dtype)
+    k = layout.chunk(n, c, g.itemsize)
+    for start in range(0, n, k):
+        stop = min(n, start + k)
+        dcols = xp.matmul(w_t, g4[start:stop]).reshape((stop - start, c, layout.taps) + layout.tap_shape)
+        for t, view in enumerate(layout.tap_views(padded, start, stop)):
+            view += dcols[:, :, t]
+    return layout.crop(xp, padded, x_shape)
 
 
 # ------------------------------------------------------------------------------- pointwise (1x1)
