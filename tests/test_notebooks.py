@@ -28,8 +28,8 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager  # noqa: E402
-from jupyter_client.manager import AsyncKernelManager  # noqa: E402
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
