@@ -45,20 +45,20 @@ if __name__ == "__main__":  # NumPy's BLAS reads its thread count when it loads
     for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[_var] = "1"
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
-from collections import defaultdict  # noqa: E402
+import argparse
+import contextlib
+import statistics
+import time
+import tracemalloc
+from collections import defaultdict
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_mobilenet  # noqa: E402  (the network, the data and the toynet/PyTorch steps)
+import bench_mobilenet  # the network, its data, and the toynet and PyTorch steps
 
-import toynet as flow  # noqa: E402
-from toynet.ops import OPS  # noqa: E402
+import toynet as flow
+from toynet.ops import OPS
 
 LR = 1e-3  # bench_mobilenet's steps use SGD(lr=1e-3) without momentum
 EPS = 1e-5
