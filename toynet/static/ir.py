@@ -38,12 +38,15 @@ class Node:
         op: the :class:`toynet.ops.Op` (op nodes only), the very object Eager mode runs.
         inputs: the op's arguments: other nodes, or Python numbers kept as literals.
         attrs: the op's attributes (``dim=1``, ``stride=(2, 2)``...).
-        shape, dtype, device: what the value will be, known without computing it (shape rules).
+        shape: the value's shape, known without computing it (shape rules).
+        dtype: the value's dtype, known the same way.
+        device: where the value will live.
         phase: ``"forward"``, ``"backward"`` or ``"optimizer"``.
         scope: the module path the op was traced in (``"model.features.0.0"``), ``""`` at graph level.
         source: where in the user's code the op came from (``"train.py:12 in forward: y = self.fc(x)"``).
-        state_name / state_kind: for state nodes, the name in ``graph.state_dict()`` and whether it is a
-            ``"parameter"``, ``"buffer"``, ``"optimizer"`` slot or ``"system"`` value (the train step).
+        state_name: for state nodes, the name in ``graph.state_dict()``.
+        state_kind: for state nodes, whether it is a ``"parameter"``, ``"buffer"``, ``"optimizer"`` slot
+            or ``"system"`` value (the train step).
         value: for constant nodes, the array.
     """
 
