@@ -92,7 +92,7 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
     result.name = None
     # Only float results carry gradients: comparisons, argmax and the like give bool/int tensors that
     # end the graph, as in PyTorch.
-    if requires_grad and autograd._enabled and backend.dtype_of(out).is_floating_point:
+    if requires_grad and autograd._enabled and out.dtype.kind == "f":  # a floating-point result
         result.requires_grad = True
         result.grad_fn = GradFn(op, inputs, attrs, result._weakref() if op.saves_output else None)
     else:

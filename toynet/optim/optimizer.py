@@ -150,15 +150,27 @@ class Optimizer:
                     state = self.state.get(p)
                     if state is None:
                         state = self.init_state(p)
-                    new_param, new_state = self.update(p.detach(), p.grad.detach(), state, group, group["lr"])
-                    if tuple(new_param.shape) != tuple(p.shape) or new_param.dtype is not p.dtype:
+                    # Under no_grad nothing is recorded, so the parameter and its gradient go in as they are.
+                    new_param, new_state = self.update(p, p.grad, state, group, group["lr"])
+                    if new_param.shape != p.shape or new_param.dtype is not p.dtype:
                         raise RuntimeError(f"internal error: {type(self).__name__}.update returned "
                                            f"{tuple(new_param.shape)} {new_param.dtype} for a parameter of "
                                            f"{tuple(p.shape)} {p.dtype}")
                     updates.append((p, new_param, new_state))
         for p, new_param, new_state in updates:  # commit: nothing below can fail
             p.array = new_param.array
-            self.state[p] = new_state
+            state = self.state.get(p)
+            if state is None:
+                self.state[p] = new_state
+                continue
+            for key, value in new_state.items():
+                old = state.get(key)
+                if old is None:
+                    state[key] = value
+                elif old is not value:
+                    # Keep the state's tensor objects (a compiled nn.Graph reads them on every call) and
+                    # give them the new values.
+                    old.array = value.array
         return loss
 
     # ----------------------------------------------------------------------------- state dict
@@ -260,7 +272,7 @@ def _check_grad(param: Tensor, grad: Any) -> None:
     if not isinstance(grad, Tensor):
         raise TypeError(f"the gradient of a parameter of shape {tuple(param.shape)} is a "
                         f"{type(grad).__name__}, not a tensor")
-    if tuple(grad.shape) != tuple(param.shape):
+    if grad.shape != param.shape:
         raise ValueError(f"a parameter of shape {tuple(param.shape)} has a gradient of shape "
                          f"{tuple(grad.shape)}; they must match (was .grad assigned by hand?)")
     if grad.dtype is not param.dtype:

@@ -124,6 +124,12 @@ class Plan:
             self.namespace[name] = self._raw[slot][:nbytes].view(node.dtype.array_dtype).reshape(node.shape)
         return name
 
+    def reshaped(self, buffer_name: str, shape: tuple) -> str:
+        """A name for buffer ``buffer_name`` viewed with another ``shape``, made once at compile time."""
+        name = f"{buffer_name}_as{len(self.namespace)}"
+        self.namespace[name] = self.namespace[buffer_name].reshape(shape)
+        return name
+
     def _literal(self, value: Any) -> str:
         """Python source for a literal input: its repr, or a named constant when repr is not source
         (``inf``, ``nan``)."""
@@ -144,7 +150,7 @@ class Plan:
             return f"xp.{op.ufunc}({', '.join(args)}" + (f", out={out})" if out else ")")
         inline = _INLINE.get(op.name)
         if inline is not None:
-            code = inline(n, args, out)
+            code = inline(self, n, args, out)
             if code is not None:
                 return code
         kernel = self._kernel(str(i), op, n.attrs)
@@ -183,19 +189,26 @@ class Plan:
 # and these when a template does not apply, is called through its forward: the result is the same.
 
 
-def _sum_to(n: Node, args: list[str], out: str | None) -> str | None:
+def _sum_to(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
     (src,) = [x for x in n.inputs if isinstance(x, Node)]
     shape = n.attrs["shape"]
     lead = len(src.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
                                        if d == 1 and src.shape[lead + i] != 1)
-    if not axes or out is None:
+    if not axes or out is None or out not in plan.namespace:  # (a state's array is known only at run time)
         return None
     kept = tuple(1 if i in axes else d for i, d in enumerate(src.shape))
-    return f"({args[0]}.sum(axis={axes!r}, keepdims=True, out={out}.reshape({kept!r})), {out})[1]"
+    kept_out = plan.reshaped(out, kept)  # the output buffer seen with the summed axes kept
+    return f"({args[0]}.sum(axis={axes!r}, keepdims=True, out={kept_out}), {out})[1]"
 
 
-def _linear(n: Node, args: list[str], out: str | None) -> str | None:
+def _sum_squares(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
+    (src,) = n.inputs
+    flat = args[0] if len(src.shape) == 1 else f"{args[0]}.reshape(-1)"
+    return f"xp.dot({flat}, {flat})"
+
+
+def _linear(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
     x, w = args[0], args[1]
     product = f"xp.matmul({x}, {w}.T" + (f", out={out})" if out else ")")
     if len(args) == 2:
@@ -203,7 +216,7 @@ def _linear(n: Node, args: list[str], out: str | None) -> str | None:
     return f"xp.add({product}, {args[2]}, out={out})" if out else f"{product} + {args[2]}"
 
 
-def _linear_grad_weight(n: Node, args: list[str], out: str | None) -> str | None:
+def _linear_grad_weight(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
     grad = n.inputs[0]
     if len(grad.shape) != 2:
         return None
@@ -212,11 +225,12 @@ def _linear_grad_weight(n: Node, args: list[str], out: str | None) -> str | None
 
 _INLINE = {
     "linear_grad_weight": _linear_grad_weight,
-    "reshape": lambda n, args, out: f"{args[0]}.reshape({n.attrs['shape']!r})",
-    "permute": lambda n, args, out: f"{args[0]}.transpose({n.attrs['dims']!r})",
-    "broadcast_to": lambda n, args, out: f"xp.broadcast_to({args[0]}, {n.attrs['shape']!r})",
-    "matmul": lambda n, args, out: f"xp.matmul({args[0]}, {args[1]}" + (f", out={out})" if out else ")"),
+    "reshape": lambda plan, n, args, out: f"{args[0]}.reshape({n.attrs['shape']!r})",
+    "permute": lambda plan, n, args, out: f"{args[0]}.transpose({n.attrs['dims']!r})",
+    "broadcast_to": lambda plan, n, args, out: f"xp.broadcast_to({args[0]}, {n.attrs['shape']!r})",
+    "matmul": lambda plan, n, args, out: f"xp.matmul({args[0]}, {args[1]}" + (f", out={out})" if out else ")"),
     "sum_to": _sum_to,
+    "sum_squares": _sum_squares,
     "linear": _linear,
 }
 
