@@ -10,8 +10,8 @@ tensors over:
   (C*9, N*H*W), then one matrix product; ``cols`` is kept from the forward for the weight gradient
   ``dW = dy @ cols.T``, and the input gradient is ``W.T @ dy`` added back tap by tap (*col2im*);
 * batch norm with the batch statistics and its closed-form gradient, ReLU by a mask;
-* 2x2 max pooling by a reshape to (N, C, 16, 2, 16, 2) and a max over the window axes; the backward
-  sends the gradient through the ``== max`` mask kept from the forward;
+* 2x2 max pooling as the maximum of the four strided views ``z[:, :, i::2, j::2]``; the backward
+  sends the gradient through the ``== max`` masks kept from the forward;
 * cross-entropy from a max-shifted log-sum-exp; SGD ``p -= lr * g`` in place.
 
 It is the yardstick for toynet's kernels: a framework whose ops are pure (no hidden state) and whose
@@ -139,10 +139,11 @@ class HandConvNet:
             cols2 = im2col(a1)
             z2 = to_nchw(p["w2"].reshape(32, -1) @ cols2 + p["b2"][:, None], n, h, w)
         with stage("max pool forward"):
-            windows = z2.reshape(n, 32, h // 2, 2, w // 2, 2)
-            pooled = windows.max(axis=(3, 5))
-            # Ties are measure-zero on random data; PyTorch would pick the first maximum.
-            mask = windows == pooled[:, :, :, None, :, None]
+            # The four pixels of every 2x2 window are four strided views of z2.
+            corners = [z2[:, :, i::2, j::2] for i in range(2) for j in range(2)]
+            pooled = np.maximum(np.maximum(corners[0], corners[1]), np.maximum(corners[2], corners[3]))
+            # Where each maximum is (ties have probability zero on this data; PyTorch takes the first).
+            masks = [corner == pooled for corner in corners]
         with stage("linear + loss forward"):
             flat = pooled.reshape(n, -1)
             logits = flat @ p["wf"].T + p["bf"]
@@ -160,7 +161,9 @@ class HandConvNet:
             grads["bf"] = dlogits.sum(axis=0)
             dpooled = (dlogits @ p["wf"]).reshape(pooled.shape)
         with stage("max pool backward"):
-            dz2 = (mask * dpooled[:, :, :, None, :, None]).reshape(z2.shape)
+            dz2 = np.empty_like(z2)
+            for (i, j), mask in zip([(0, 0), (0, 1), (1, 0), (1, 1)], masks):
+                np.multiply(dpooled, mask, out=dz2[:, :, i::2, j::2])
         with stage("conv2 backward"):
             dy2 = channel_major(dz2)
             grads["w2"] = (dy2 @ cols2.T).reshape(p["w2"].shape)

@@ -78,16 +78,20 @@ def test_conv2d_matches_pytorch(case, dtype, device):
 DENSE = [c for c in CONVS if c[0].startswith(("dense", "grouped", "depthwise_multiplier", "pointwise_padded"))]
 
 
+@pytest.mark.parametrize("taps", ["shift", "window"])
 @pytest.mark.parametrize("chunk_bytes", [1, 1 << 30], ids=["image_by_image", "whole_batch"])
 @pytest.mark.parametrize("case", DENSE + [("dense_stride_2x1_dilated", (3, 2, 7, 6), (3, 2, 2, 3), (2, 1), (1, 2),
                                            (1, 2), 1)], ids=lambda c: c[0])
-def test_dense_kernels_chunk_the_batch_without_changing_results(case, chunk_bytes, device, monkeypatch):
-    """The dense kernels build im2col a few images at a time (DENSE_CHUNK_BYTES); one image per chunk
-    and the whole batch in one chunk must give PyTorch's forward and both gradients."""
+def test_dense_kernels_layouts_and_chunks_agree_with_pytorch(case, chunk_bytes, taps, device, monkeypatch):
+    """The dense kernels build im2col a few images at a time (DENSE_CHUNK_BYTES), and read stride-1
+    taps as shifts of the flattened image unless that wastes too much (SHIFT_MAX_WASTE). Every
+    combination (one image per chunk or the whole batch; shifts or windows) must give PyTorch's
+    forward and both gradients."""
     torch = pytest.importorskip("torch")
     from toynet.ops import conv_kernels
 
     monkeypatch.setattr(conv_kernels, "DENSE_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(conv_kernels, "SHIFT_MAX_WASTE", float("inf") if taps == "shift" else 0.0)
     _, xs, ws, stride, padding, dilation, groups = case
     rng = np.random.default_rng(10)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws)

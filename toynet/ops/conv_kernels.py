@@ -44,6 +44,9 @@ PER_IMAGE_MIN_PIXELS = 16
 #: Dense kernels build the im2col matrix for this many bytes of images at a time (a chunk stays in
 #: the CPU's cache between being written and being multiplied).
 DENSE_CHUNK_BYTES = 1 << 19
+#: Stride-1 dense kernels read taps as shifts of the whole padded plane when it holds at most this
+#: many times the real outputs (32x32 images padded by 1: 1.13; 8x8: 1.56, which use windows).
+SHIFT_MAX_WASTE = 1.5
 #: Depthwise kernels work on this many elements per chunk (a few hundred KB: fits in L2 cache).
 DEPTHWISE_CHUNK_ELEMENTS = 1 << 16
 
@@ -74,6 +77,9 @@ def geometry(x_shape: tuple, w_shape: tuple, stride: Pair, padding: Pair, dilati
 
 def kind(x_shape: tuple, w_shape: tuple, padding: Pair, groups: int) -> str:
     """Which kernel serves this convolution: "pointwise", "depthwise" or "dense"."""
+    if groups < 1 or x_shape[1] != w_shape[1] * groups or w_shape[0] % groups:
+        # Eager mode runs kernels without the shape rule; on failure the op's rule explains (conv.py).
+        raise ValueError(f"channels of input {x_shape} and weight {w_shape} do not fit groups={groups}")
     if w_shape[2:] == (1, 1) and padding == (0, 0) and groups == 1:
         return "pointwise"
     if groups == x_shape[1] == w_shape[0] and w_shape[1] == 1:
@@ -96,163 +102,173 @@ def from_channel_major(xp: Any, a: Any, n: int, h: int, w: int) -> Any:
 
 
 class DenseLayout:
-    """Where every tap of a dense convolution reads its input, and how the images are chunked.
+    """Where every tap of a dense convolution (``groups=1``) reads its input, and how images are chunked.
 
-    A chunk of ``k`` images is copied into a zero-bordered buffer ``padded`` (k, C, Hp, Wp) (one spare
-    row at the bottom for stride 1, see below). Tap (i, j) of output pixel (h, w) reads
-    ``padded[n, c, h*sh + i*dh, w*sw + j*dw]``, so a tap's values for all output pixels are a *view*
-    of ``padded``:
+    A chunk of ``k`` images is copied into a zero-bordered buffer ``padded`` (k, C, Hp, Wp). Tap
+    (i, j) of output pixel (h, w) reads ``padded[n, c, h*sh + i*dh, w*sw + j*dw]``, so a tap's values
+    for all output pixels are a *view* of ``padded``, in one of two ways:
 
-    * **stride 1** (most convolutions): read each (image, channel) plane as one flat row of
-      numbers. Output pixel (h, w) of tap (i, j) is then flat position ``h*Wp + w + i*dh*Wp + j*dw``:
-      a *shift*. Computing the output ``Wp`` columns wide instead of ``Wo`` (``width = Wp``) makes
-      every tap one contiguous run of ``Ho*Wp`` numbers, which NumPy copies in long loops; the
-      ``Wp - Wo`` extra columns of each output row read values wrapped around from the next row:
-      junk, cut off at the end (and set to zero in output gradients, so they add nothing). The
-      spare row keeps the last tap's run inside the buffer.
-    * **other strides**: tap (i, j) is the strided window ``padded[:, :, i*dh::sh, j*dw::sw]``
-      cut to Ho x Wo (``width = Wo``, no junk).
+    * **shift** (stride 1, images not tiny): read each image as one flat row of numbers, channel
+      plane after channel plane. Output (c, h, w) of tap (i, j) is then flat position
+      ``c*Hp*Wp + h*Wp + w + (i*dh*Wp + j*dw)``: the whole image *shifted* by one offset per tap. So
+      each tap is ONE contiguous run of C*Hp*Wp numbers, which NumPy copies and adds in long fast
+      loops (measured 4x faster than C*Ho rows of Wo). The price: outputs are computed on the whole
+      Hp x Wp plane instead of Ho x Wo; the extra "junk" positions read values wrapped around from
+      the next row or plane, are cut off at the end, and are set to zero in output gradients so that
+      they add nothing. A spare plane after the last channel keeps the last run inside the buffer.
+      Used when the plane holds at most :data:`SHIFT_MAX_WASTE` times the real outputs.
+    * **window** (any stride): tap (i, j) is the strided window ``padded[:, :, i*dh::sh, j*dw::sw]``
+      cut to Ho x Wo: no junk, but Ho rows of Wo numbers per channel.
+
+    ``cols`` rows are ordered (tap, channel): tap t fills rows t*C..(t+1)*C, one block, so a tap is
+    one copy; the weights are reordered to match (:func:`tap_major`).
     """
 
     def __init__(self, x_shape: tuple, w_shape: tuple, stride: Pair, padding: Pair, dilation: Pair):
         self.kernel, (self.ho, self.wo) = geometry(x_shape, w_shape, stride, padding, dilation)
         self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.h, self.w = x_shape[2:]
+        self.channels, (self.h, self.w) = x_shape[1], x_shape[2:]
         self.hp, self.wp = self.h + 2 * padding[0], self.w + 2 * padding[1]
-        self.shift = stride == (1, 1)
-        self.width = self.wp if self.shift else self.wo
-        self.length = self.ho * self.width             # output positions per plane, junk included
+        self.shift = stride == (1, 1) and self.hp * self.wp <= SHIFT_MAX_WASTE * self.ho * self.wo
+        self.plane = (self.hp, self.wp) if self.shift else (self.ho, self.wo)  # outputs computed per channel
+        self.positions = self.plane[0] * self.plane[1]
         self.taps = self.kernel[0] * self.kernel[1]
-        self.tap_shape = (self.length,) if self.shift else (self.ho, self.wo)  # one plane's tap view
+        # The shape of one tap's view of one image (what ``tap_views`` yields, after the chunk axis).
+        self.tap_shape = (self.channels * self.positions,) if self.shift else (self.channels, self.ho, self.wo)
 
-    def chunk(self, n: int, channels: int, itemsize: int) -> int:
+    def chunk(self, n: int, itemsize: int) -> int:
         """How many images' im2col matrices fit in :data:`DENSE_CHUNK_BYTES`."""
-        return max(1, min(n, DENSE_CHUNK_BYTES // (channels * self.taps * self.length * itemsize)))
+        return max(1, min(n, DENSE_CHUNK_BYTES // (self.taps * self.channels * self.positions * itemsize)))
 
-    def padded_buffer(self, xp: Any, k: int, channels: int, dtype: Any) -> Any:
-        """A zeroed (k, C, Hp [+1], Wp) buffer; chunks write only its interior, so the border stays 0."""
-        return xp.zeros((k, channels, self.hp + (1 if self.shift else 0), self.wp), dtype=dtype)
+    def padded_buffer(self, xp: Any, k: int, dtype: Any) -> Any:
+        """A zeroed (k, C [+1 spare], Hp, Wp) buffer; chunks write only the interior: the border stays 0."""
+        return xp.zeros((k, self.channels + (1 if self.shift else 0), self.hp, self.wp), dtype=dtype)
 
     def interior(self, padded: Any) -> Any:
         """The view of ``padded`` where the images themselves go."""
-        (ph, pw) = self.padding
-        return padded[:, :, ph:ph + self.h, pw:pw + self.w]
+        ph, pw = self.padding
+        return padded[:, :self.channels, ph:ph + self.h, pw:pw + self.w]
 
     def tap_views(self, padded: Any):
-        """Every tap's view of ``padded``, in tap order: (k, C, *tap_shape) each."""
+        """Every tap's view of ``padded``, in tap order: (k, *tap_shape) each."""
         (kh, kw), (dh, dw) = self.kernel, self.dilation
         if self.shift:
-            flat = padded.reshape(padded.shape[0], padded.shape[1], -1)  # contiguous: a view
+            flat, run = padded.reshape(padded.shape[0], -1), self.tap_shape[0]  # contiguous: a view
             for i in range(kh):
                 for j in range(kw):
                     offset = i * dh * self.wp + j * dw
-                    yield flat[:, :, offset:offset + self.length]
+                    yield flat[:, offset:offset + run]
         else:
             for _, _, rows, columns in taps(self.kernel, self.stride, self.dilation, (self.ho, self.wo)):
                 yield padded[:, :, rows, columns]
 
-    def output_view(self, wide: Any) -> Any:
-        """(k, O, Ho*width) products -> a (k, O, Ho, Wo) view without the junk columns."""
-        return wide.reshape(wide.shape[0], -1, self.ho, self.width)[:, :, :, :self.wo]
+    def output_view(self, product: Any) -> Any:
+        """(k, O, positions) products -> a (k, O, Ho, Wo) view without the junk."""
+        return product.reshape((product.shape[0], -1) + self.plane)[:, :, :self.ho, :self.wo]
+
+
+def tap_major(xp: Any, w: Any) -> Any:
+    """(O, C, kh, kw) weights -> (O, kh*kw*C): columns in the (tap, channel) order of ``cols``' rows."""
+    return xp.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(w.shape[0], -1)
 
 
 class Im2col:
     """Builds ``cols`` for chunks of images, in two buffers reused from chunk to chunk::
 
-        cols[n, g, (c, i, j), p] = tap (i, j) of channel c (in group g) of image n, at output position p
+        cols[n, (t, c), p] = tap t of channel c of image n, at output position p    (k, T*C, positions)
 
-    so that a chunk's convolution is one batched matrix product ``w @ cols``: (G, O/G, C/G*kh*kw) @
-    (k, G, C/G*kh*kw, Ho*width). The buffers are small enough to stay in the CPU cache from being
-    written to being multiplied, which is what makes this faster than one whole-batch ``cols``.
+    so that a chunk's convolution is one batched matrix product ``tap_major(w) @ cols``. The buffers
+    are small enough to stay in the CPU cache from being written to being multiplied, which is what
+    makes this faster than one whole-batch ``cols`` (9x the input for a 3x3 kernel).
     """
 
-    def __init__(self, xp: Any, layout: DenseLayout, k: int, channels: int, groups: int, dtype: Any):
-        self.layout, self.groups = layout, groups
-        self.padded = layout.padded_buffer(xp, k, channels, dtype)
-        self.cols = xp.empty((k, channels, layout.taps) + layout.tap_shape, dtype=dtype)
+    def __init__(self, xp: Any, layout: DenseLayout, k: int, dtype: Any):
+        self.layout = layout
+        self.padded = layout.padded_buffer(xp, k, dtype)
+        self.cols = xp.empty((k, layout.taps) + layout.tap_shape, dtype=dtype)
 
     def __call__(self, images: Any) -> Any:
         k = images.shape[0]
         padded, cols = self.padded[:k], self.cols[:k]
         self.layout.interior(padded)[...] = images
         for t, view in enumerate(self.layout.tap_views(padded)):
-            cols[:, :, t] = view
-        return cols.reshape(k, self.groups, -1, self.layout.length)
+            cols[:, t] = view
+        return cols.reshape(k, self.layout.taps * self.layout.channels, self.layout.positions)
 
 
 class WideGrad:
-    """Output gradients chunk by chunk as (k, G, O/G, Ho*width), with zeros in the junk columns."""
+    """Output gradients (k, O, Ho, Wo) as (k, O, positions), zero at the junk positions."""
 
-    def __init__(self, xp: Any, layout: DenseLayout, k: int, channels: int, groups: int, dtype: Any):
-        self.layout, self.groups = layout, groups
-        # Only [..., :Wo] is ever written, so the junk columns stay zero from here on.
-        self.buffer = xp.zeros((k, channels, layout.ho, layout.width), dtype=dtype) \
-            if layout.width != layout.wo else None
+    def __init__(self, xp: Any, layout: DenseLayout, k: int, channels: int, dtype: Any):
+        self.layout = layout
+        # Only [:, :, :Ho, :Wo] is ever written, so the junk stays zero from here on.
+        self.buffer = xp.zeros((k, channels) + layout.plane, dtype=dtype) if layout.shift else None
 
     def __call__(self, g: Any) -> Any:
-        k = g.shape[0]
-        if self.buffer is None:                          # no junk columns: use g as it is
-            wide = g
-        else:
-            wide = self.buffer[:k]
-            wide[:, :, :, :self.layout.wo] = g
-        return wide.reshape(k, self.groups, -1, self.layout.length)
+        k, o = g.shape[:2]
+        if self.buffer is None:                          # no junk: g as it is
+            return g.reshape(k, o, self.layout.positions)
+        wide = self.buffer[:k]
+        wide[:, :, :self.layout.ho, :self.layout.wo] = g
+        return wide.reshape(k, o, self.layout.positions)
 
 
-def dense_forward(xp, x, w, stride, padding, dilation, groups):
+def dense_forward(xp, x, w, stride, padding, dilation):
     """y[n] = w @ cols[n], a chunk of images at a time."""
     layout = DenseLayout(x.shape, w.shape, stride, padding, dilation)
-    n, c = x.shape[:2]
-    k = layout.chunk(n, c, x.itemsize)
-    im2col = Im2col(xp, layout, k, c, groups, x.dtype)
-    w3 = w.reshape(groups, w.shape[0] // groups, -1)                  # (G, O/G, C/G*kh*kw)
+    n, k = x.shape[0], layout.chunk(x.shape[0], x.itemsize)
+    im2col, w2 = Im2col(xp, layout, k, x.dtype), tap_major(xp, w)
     y = xp.empty((n, w.shape[0], layout.ho, layout.wo), dtype=x.dtype)
-    wide = xp.empty((k, groups, w3.shape[1], layout.length), dtype=x.dtype)
+    product = xp.empty((k, w.shape[0], layout.positions), dtype=x.dtype)
     for start in range(0, n, k):
         stop = min(n, start + k)
-        product = xp.matmul(w3, im2col(x[start:stop]), out=wide[:stop - start])
-        y[start:stop] = layout.output_view(product.reshape(stop - start, -1, layout.length))
+        y[start:stop] = layout.output_view(xp.matmul(w2, im2col(x[start:stop]), out=product[:stop - start]))
     return y
 
 
-def dense_grad_weight(xp, x, g, w_shape, stride, padding, dilation, groups):
+def dense_grad_weight(xp, x, g, w_shape, stride, padding, dilation):
     """dw = sum over images of g[n] @ cols[n]^T, with the same im2col chunks as the forward.
 
-    Computed transposed, as ``cols[n] @ g[n]^T`` (C*kh*kw, O): the same numbers, but OpenBLAS runs
-    this orientation of the product about 20% faster here (measured).
+    Computed transposed, as ``cols[n] @ g[n]^T`` (T*C, O): the same numbers, but OpenBLAS runs this
+    orientation of the product about 20% faster here (measured).
     """
     layout = DenseLayout(x.shape, w_shape, stride, padding, dilation)
-    n, c = x.shape[:2]
-    k = layout.chunk(n, c, x.itemsize)
-    im2col = Im2col(xp, layout, k, c, groups, x.dtype)
-    widen = WideGrad(xp, layout, k, w_shape[0], groups, g.dtype)
-    dw_t = xp.zeros((groups, w_shape[1] * layout.taps, w_shape[0] // groups), dtype=g.dtype)
+    n, k = x.shape[0], layout.chunk(x.shape[0], x.itemsize)
+    im2col, widen = Im2col(xp, layout, k, x.dtype), WideGrad(xp, layout, k, w_shape[0], g.dtype)
+    dw_t = xp.zeros((layout.taps * layout.channels, w_shape[0]), dtype=g.dtype)
     for start in range(0, n, k):
         stop = min(n, start + k)
-        dw_t += xp.matmul(im2col(x[start:stop]), widen(g[start:stop]).transpose(0, 1, 3, 2)).sum(axis=0)
-    return xp.ascontiguousarray(dw_t.transpose(0, 2, 1)).reshape(w_shape)
+        dw_t += xp.matmul(im2col(x[start:stop]), widen(g[start:stop]).transpose(0, 2, 1)).sum(axis=0)
+    # rows (i, j, c), columns o  ->  (o, c, i, j)
+    return xp.ascontiguousarray(dw_t.reshape(w_shape[2], w_shape[3], w_shape[1], w_shape[0]).transpose(3, 2, 0, 1))
 
 
-def dense_grad_input(xp, g, w, x_shape, stride, padding, dilation, groups):
-    """dcols[n] = w^T @ g[n], then *col2im*: each tap's rows added back where the tap read from."""
+def dense_grad_input(xp, g, w, x_shape, stride, padding, dilation):
+    """dcols[n] = w^T @ g[n], then *col2im*: each tap's block added back where the tap read from."""
     layout = DenseLayout(x_shape, w.shape, stride, padding, dilation)
-    n, c = x_shape[:2]
-    k = layout.chunk(n, c, g.itemsize)
-    widen = WideGrad(xp, layout, k, w.shape[0], groups, g.dtype)
-    w_t = w.reshape(groups, w.shape[0] // groups, -1).transpose(0, 2, 1)   # (G, C/G*kh*kw, O/G)
-    dcols = xp.empty((k, groups, w_t.shape[1], layout.length), dtype=g.dtype)
-    padded = layout.padded_buffer(xp, k, c, g.dtype)
+    n, k = x_shape[0], layout.chunk(x_shape[0], g.itemsize)
+    widen, w_t = WideGrad(xp, layout, k, w.shape[0], g.dtype), tap_major(xp, w).T  # (T*C, O)
+    dcols = xp.empty((k, w_t.shape[0], layout.positions), dtype=g.dtype)
+    padded = layout.padded_buffer(xp, k, g.dtype)
     dx = xp.empty(x_shape, dtype=g.dtype)
     for start in range(0, n, k):
         stop = min(n, start + k)
         part = xp.matmul(w_t, widen(g[start:stop]), out=dcols[:stop - start])
-        part = part.reshape((stop - start, c, layout.taps) + layout.tap_shape)
+        part = part.reshape((stop - start, layout.taps) + layout.tap_shape)
         chunk = padded[:stop - start]
         chunk.fill(0)
         for t, view in enumerate(layout.tap_views(chunk)):
-            view += part[:, :, t]
+            view += part[:, t]
         dx[start:stop] = layout.interior(chunk)
     return dx
+
+
+def group_slice(a: Any, axis: int, group: int, groups: int) -> Any:
+    """The part of ``a`` along ``axis`` (0 or 1) that belongs to ``group``: a grouped convolution is
+    ``groups`` independent convolutions, each on its own slice of the input and output channels."""
+    size = a.shape[axis] // groups
+    part = slice(group * size, (group + 1) * size)
+    return a[part] if axis == 0 else a[:, part]
 
 
 # ------------------------------------------------------------------------------- pointwise (1x1)
@@ -399,7 +415,10 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, padding: Pair, dilation: Pair,
         return pointwise_forward(xp, x, w, stride)
     if which == "depthwise":
         return depthwise_forward(xp, x, w, stride, padding, dilation)
-    return dense_forward(xp, x, w, stride, padding, dilation, groups)
+    if groups == 1:
+        return dense_forward(xp, x, w, stride, padding, dilation)
+    return xp.concatenate([dense_forward(xp, group_slice(x, 1, k, groups), group_slice(w, 0, k, groups), stride,
+                                         padding, dilation) for k in range(groups)], axis=1)
 
 
 def conv2d_grad_input(xp: Any, g: Any, w: Any, x_shape: tuple, stride: Pair, padding: Pair, dilation: Pair,
@@ -410,7 +429,11 @@ def conv2d_grad_input(xp: Any, g: Any, w: Any, x_shape: tuple, stride: Pair, pad
         return pointwise_grad_input(xp, g, w, x_shape, stride)
     if which == "depthwise":
         return depthwise_grad_input(xp, g, w, x_shape, stride, padding, dilation)
-    return dense_grad_input(xp, g, w, x_shape, stride, padding, dilation, groups)
+    if groups == 1:
+        return dense_grad_input(xp, g, w, x_shape, stride, padding, dilation)
+    group_shape = (x_shape[0], x_shape[1] // groups) + tuple(x_shape[2:])
+    return xp.concatenate([dense_grad_input(xp, group_slice(g, 1, k, groups), group_slice(w, 0, k, groups),
+                                            group_shape, stride, padding, dilation) for k in range(groups)], axis=1)
 
 
 def conv2d_grad_weight(xp: Any, x: Any, g: Any, w_shape: tuple, stride: Pair, padding: Pair, dilation: Pair,
@@ -421,4 +444,8 @@ def conv2d_grad_weight(xp: Any, x: Any, g: Any, w_shape: tuple, stride: Pair, pa
         return pointwise_grad_weight(xp, x, g, w_shape, stride)
     if which == "depthwise":
         return depthwise_grad_weight(xp, x, g, w_shape, stride, padding, dilation)
-    return dense_grad_weight(xp, x, g, w_shape, stride, padding, dilation, groups)
+    if groups == 1:
+        return dense_grad_weight(xp, x, g, w_shape, stride, padding, dilation)
+    group_shape = (w_shape[0] // groups,) + tuple(w_shape[1:])
+    return xp.concatenate([dense_grad_weight(xp, group_slice(x, 1, k, groups), group_slice(g, 1, k, groups),
+                                             group_shape, stride, padding, dilation) for k in range(groups)], axis=0)
