@@ -134,6 +134,8 @@ class ArrayModule:
 
 _NUMPY = ArrayModule("numpy", numpy, lambda a: a, lambda a: a)
 _MODULES: dict[str, ArrayModule] = {"cpu": _NUMPY}
+# The one Device object of each (type, index): see Device.
+_DEVICES: dict[tuple[str, int], "Device"] = {}
 # Device types that load their array module on first use (CuPy is big and often absent).
 _LOADERS: dict[str, Callable[[], ArrayModule]] = {}
 
@@ -146,6 +148,9 @@ def register_device_type(device_type: str, loader: Callable[[], ArrayModule]) ->
     """
     _LOADERS[device_type] = loader
     _MODULES.pop(device_type, None)
+    for (type_, _), device in _DEVICES.items():
+        if type_ == device_type:
+            device._xp = None  # load the new array module on next use
 
 
 def _load_cupy() -> ArrayModule:
@@ -200,16 +205,16 @@ class Device:
     """Where a tensor lives: ``device("cpu")``, ``device("cuda")``, ``device("cuda:1")``.
 
     Constructing a device is cheap and checks only the spelling; the array module (and with it CuPy)
-    is loaded the first time a tensor is actually put on the device.
+    is loaded the first time a tensor is actually put on the device. There is one Device object per
+    device (``device("cpu") is device("cpu")``), so checking that two tensors share a device is an
+    identity test, done on every op.
     """
 
     __slots__ = ("type", "index", "_xp")
 
-    def __init__(self, spec: "str | Device" = "cpu", index: int | None = None):
-        self._xp = None
+    def __new__(cls, spec: "str | Device" = "cpu", index: int | None = None) -> "Device":
         if isinstance(spec, Device):
-            self.type, self.index = spec.type, spec.index
-            return
+            return spec
         if not isinstance(spec, str):
             raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
         type_, _, idx = spec.partition(":")
@@ -222,8 +227,15 @@ class Device:
         if type_ != "cpu" and type_ not in _LOADERS:
             known = ", ".join(sorted({"cpu", *_LOADERS}))
             raise ValueError(f"unknown device type {type_!r} in {spec!r}; known device types: {known}")
-        self.type = type_
-        self.index = 0 if index is None else index
+        key = (type_, 0 if index is None else index)
+        device = _DEVICES.get(key)
+        if device is None:
+            device = _DEVICES[key] = object.__new__(cls)
+            device.type, device.index, device._xp = key[0], key[1], None
+        return device
+
+    def __reduce__(self):  # copies and pickles come back as the one Device object
+        return (Device, (str(self),))
 
     @property
     def array_module(self) -> ArrayModule:

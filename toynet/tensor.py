@@ -70,6 +70,8 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
                 raise RuntimeError(_device_mismatch(op, inputs))
             requires_grad = requires_grad or x.requires_grad
             args.append(x.array)
+        elif type(x) is float or type(x) is int:
+            args.append(x)
         else:
             # NumPy scalars become Python numbers, which never widen a tensor's dtype (NumPy 2 would
             # turn float32 * numpy.float64(2) into float64).
