@@ -69,6 +69,8 @@ class SGD(Optimizer):
             not_first = state["step"].clamp(max=1.0)
             buf = momentum * state["momentum_buffer"] + (1 - dampening * not_first) * d
             new_state["step"] = state["step"] + 1
+        elif dampening == 0:
+            buf = momentum * state["momentum_buffer"] + d  # (skip a multiplication by 1: a full pass)
         else:
             buf = momentum * state["momentum_buffer"] + (1 - dampening) * d
         new_state["momentum_buffer"] = buf
