@@ -48,7 +48,9 @@ def user_source(max_frames: int = 1) -> str:
         filename = frame.f_code.co_filename
         if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep) and not filename.startswith("<frozen"):
             line = linecache.getline(filename, frame.f_lineno).strip()
-            found.append(f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}: {line}")
+            # A notebook cell's code lives in a temporary file named by a hash: call it what it is.
+            where = "cell" if "ipykernel_" in filename else os.path.basename(filename)
+            found.append(f"{where}:{frame.f_lineno} in {frame.f_code.co_name}: {line}")
         frame = frame.f_back
     return " <- ".join(found)
 
