@@ -413,12 +413,227 @@ def test_traced_nn_graph_and_its_passes():
     kinds = {n.state_kind for n in traced.states}
     assert {"parameter", "optimizer", "system"} <= kinds
     assert {"model.fc1.weight", "model.fc2.bias"} <= {label_lines(a)[0] for a in nodes.values()}
-    assert viz.draw(graph).source == viz.draw(graph.ir).source  # an nn.Graph draws its optimised graph
+    assert "cluster_forward_m" in viz.draw(graph).source  # an nn.Graph draws by module, its .ir by phase
     for report in graph.passes:
         source = viz.draw_pass(report).source
         assert f"before {report.name}" in source
         fused = style.MARKS["fused"][0]["fillcolor"]
         assert source.count(fused) == len(report.fused) + (1 if report.fused else 0)  # + the legend swatch
+
+
+# ------------------------------------------------------------------------------ nn.Graph by module
+
+TAG = re.compile(r"\((GRAPH|CONFIG|MODULE|PARAMETER|BUFFER|INPUT|OUTPUT):([^:]+):")
+
+
+def printed_entries(graph) -> list[tuple[str, str]]:
+    """(tag, name) of every entry print(graph) shows, in order."""
+    return TAG.findall(repr(graph))
+
+
+def drawn_entries(source: str) -> list[tuple[str, str]]:
+    """(tag, name) of every outline entry a module drawing shows, in outline order: GRAPH and CONFIG from
+    the caption; entry nodes and module boxes (ids e<index>) by their tooltip, the entry's header; module
+    clusters (..._m<index>) by their title."""
+    nodes, _, clusters = parse_dot(source)
+    found = {}
+    for nid, a in nodes.items():
+        if m := re.fullmatch(r"e(\d+)", nid):
+            found[int(m.group(1))] = TAG.match(a["tooltip"]).groups()
+    for name, a in clusters.items():
+        if m := re.search(r"_m(\d+)$", name):
+            found[int(m.group(1))] = ("MODULE", a["label"].split(": ")[0])
+    (caption,) = re.findall(r'^\tlabel="(.*)"$', source, re.MULTILINE)
+    return TAG.findall(caption.split("\\l")[0]) + [found[i] for i in sorted(found)]
+
+
+def entry_ids(graph) -> dict[str, str]:
+    return {e.name: f"e{i}" for i, e in enumerate(graph.outline().walk())}
+
+
+def test_nn_graph_by_module_draws_exactly_the_entries_print_shows():
+    graph = _train_graph()
+    source = viz.draw(graph).source  # before the first call: modules and their parameters
+    assert "Not compiled yet" in source
+    assert drawn_entries(source) == printed_entries(graph)
+    graph(flow.randn(8, 3), flow.randn(8, 1))
+    printed = printed_entries(graph)
+    assert {"INPUT", "OUTPUT", "PARAMETER", "MODULE"} <= {tag for tag, _ in printed}
+    assert drawn_entries(viz.draw(graph).source) == printed
+    nodes, _, _ = parse_dot(viz.draw(graph).source)
+    ids = entry_ids(graph)
+    for name, tag in (("model.fc1.weight", "PARAMETER"), ("_model.fc2-input_0", "INPUT"),
+                      ("_loss_fn-output_0", "OUTPUT")):
+        drawn, look = nodes[ids[name]], style.ROLES[tag][0]
+        assert (drawn["shape"], drawn["fillcolor"]) == (look["shape"], look["fillcolor"])
+        assert tag in nodes["legend"]["label"]
+    assert style.ROLES["PARAMETER"][0]["fillcolor"] == style.ROLES["state_parameter"][0]["fillcolor"]
+
+
+def test_nn_graph_ops_sit_in_the_cluster_of_their_module():
+    graph = _train_graph()
+    graph(flow.randn(8, 3), flow.randn(8, 1))
+    nodes, _, clusters = parse_dot(viz.draw(graph).source)
+    index = {e.name: i for i, e in enumerate(graph.outline().walk()) if e.tag == "MODULE"}
+    ir = {n.name: n for n in graph.ir.nodes}
+    seen = set()
+    for a in nodes.values():
+        node = ir.get(a.get("tooltip", "").split(" ")[0][1:])
+        if node is None or node.kind != "op":
+            continue
+        seen.add(node.phase)
+        module = node.scope.rsplit(".", 1)[0] if node.phase == "optimizer" else node.scope
+        if node.phase == "forward":
+            assert a["cluster"].endswith(f"_m{index[module]}"), (node.name, a["cluster"])
+        elif node.phase == "backward":
+            assert a["cluster"].endswith(f"_b{index[module]}"), (node.name, a["cluster"])
+            assert "(backward)" in clusters[a["cluster"]]["label"]
+        else:
+            assert a["cluster"] == "cluster_optimizer"
+    assert seen == {"forward", "backward", "optimizer"}
+    assert clusters["cluster_forward_m" + str(index["model"]) + "_m" + str(index["model.fc1"])]["label"] == \
+        "model.fc1: Linear(in_features=3, out_features=4, bias=True)"
+
+
+def test_nn_graph_edges_pass_through_module_inputs_and_outputs():
+    graph = _train_graph()
+    graph(flow.randn(8, 3), flow.randn(8, 1))
+    nodes, edges, _ = parse_dot(viz.draw(graph).source)
+    pairs = {(t, h) for t, h, _ in edges}
+    ids = entry_ids(graph)
+    (linear,) = [nid for nid, a in nodes.items() if a.get("tooltip", "").startswith("%model.fc1-linear-")]
+    chain = [ids[f"_{graph.name}-input_0"], ids["_model-input_0"], ids["_model.fc1-input_0"], linear,
+             ids["_model.fc1-output_0"]]
+    assert all(step in pairs for step in itertools.pairwise(chain))
+    assert (ids["model.fc1.weight"], linear) in pairs and (ids["model.fc1.bias"], linear) in pairs
+    assert (ids["_model-output_0"], ids["_loss_fn-input_0"]) in pairs
+    assert (ids["_loss_fn-output_0"], ids[f"_{graph.name}-output_0"]) in pairs
+    assert nodes[ids[f"_{graph.name}-output_0"]].get("peripheries") == "2"  # the graph's output
+    updated = {h for t, h, a in edges if a.get("label") == "update"}
+    assert {ids[f"model.{fc}.{p}"] for fc in ("fc1", "fc2") for p in ("weight", "bias")} <= updated
+    touched = {t for t, _ in pairs} | {h for _, h in pairs}
+    assert all(nid in touched for nid in nodes if re.fullmatch(r"e\d+", nid))  # no entry floats alone
+    saved = [a for _, _, a in edges if a.get("constraint") == "false" and a.get("label") != "update"]
+    assert saved and all(a["color"] == style.EDGES["saved"]["color"] for a in saved)  # forward -> backward
+    assert not any(a.get("constraint") == "false" and a.get("label") != "update"
+                   for _, _, a in parse_dot(viz.draw(graph, show_saved=False).source)[1])
+
+
+def test_nn_graph_depth_folds_modules_into_boxes():
+    graph = _train_graph()
+    graph(flow.randn(8, 3), flow.randn(8, 1))
+    source = viz.draw(graph, depth=1).source
+    nodes, _, clusters = parse_dot(source)
+    assert drawn_entries(source) == [(t, n) for t, n in printed_entries(graph) if n.count(".") == 0
+                                     and not n.startswith(("_model", "_loss_fn"))]
+    ids = entry_ids(graph)
+    box = label_lines(nodes[ids["model"]])
+    forward_ops = [n for n in graph.ir.nodes if n.kind == "op" and n.phase == "forward" and n.scope.startswith("model")]
+    assert box[:2] == ["model", "_Model()"] and box[2].startswith(f"{len(forward_ops)} ops: ")
+    assert box[3] == "4 parameters" and nodes[ids["model"]]["shape"] == "box3d"
+    assert {"model (backward)", "model (update)"} <= {label_lines(a)[0] for a in nodes.values()}
+    assert not any(name.startswith("cluster_forward_m") for name in clusters)
+    updated = {h for _, h, a in parse_dot(source)[1] if a.get("label") == "update"}
+    assert ids["model"] not in updated and len(updated) == 1  # implied by the box names; the train step's stays
+    assert "'(update)' box writes" in source
+    with pytest.raises(ValueError, match="depth"):
+        viz.draw(graph, depth=0)
+
+
+def test_nn_graph_options_forward_only_traced_ir_and_layout():
+    graph = _train_graph()
+    graph(flow.randn(8, 3), flow.randn(8, 1))
+    forward = viz.draw(graph, forward_only=True, rankdir="LR", legend=False).source
+    _, _, clusters = parse_dot(forward)
+    assert not {"cluster_forward", "cluster_backward", "cluster_optimizer"} & set(clusters)
+    assert "rankdir=LR" in forward and "cluster_legend" not in forward
+    assert drawn_entries(forward) == printed_entries(graph)  # every entry, whatever the phases
+    optimized = {label_lines(a)[0] for a in parse_dot(viz.draw(graph).source)[0].values()}
+    traced = {label_lines(a)[0] for a in parse_dot(viz.draw(graph, ir="traced").source)[0].values()}
+    assert any(name.startswith("fused") for name in optimized) and not any(n.startswith("fused") for n in traced)
+    nodes, edges, _ = parse_dot(viz.draw(graph, updates="nodes").source)
+    sinks = {label_lines(a)[0] for a in nodes.values() if label_lines(a)[0].startswith("new ")}
+    assert {"new weight", "new bias"} <= sinks and not any(a.get("label") == "update" for _, _, a in edges)
+    with pytest.raises(ValueError, match="ir must be"):
+        viz.draw(graph, ir="final")
+    with pytest.raises(TypeError, match="names="):
+        viz.draw(graph, names={})
+
+
+def test_nn_graph_pass_through_and_never_called_modules():
+    class Net(flow.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.skip = flow.nn.Identity()
+            self.fc = flow.nn.Linear(2, 2)
+            self.unused = flow.nn.ReLU()
+
+        def forward(self, x):
+            return self.fc(self.skip(x))
+
+    class Infer(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.net = Net()
+
+        def build(self, x):
+            return self.net(x)
+
+    graph = Infer()
+    graph(flow.randn(3, 2))
+    source = viz.draw(graph).source
+    nodes, edges, clusters = parse_dot(source)
+    ids, pairs = entry_ids(graph), {(t, h) for t, h, _ in edges}
+    assert (ids["_net.skip-input_0"], ids["_net.skip-output_0"]) in pairs  # the value passes through
+    (note,) = [a for a in nodes.values() if a["label"] == "(not called)"]
+    assert clusters[note["cluster"]]["label"] == "net.unused: ReLU()"
+    assert "cluster_forward" not in clusters and drawn_entries(source) == printed_entries(graph)
+
+
+def test_renamed_by_passes_follows_names_through_every_pass():
+    from types import SimpleNamespace
+
+    from toynet.viz.draw_pass import renamed_by_passes
+
+    reports = [SimpleNamespace(removed=["dead"], merged={"dup": "a"}, fused={}),
+               SimpleNamespace(removed=[], merged={}, fused={"f": ["a", "b", "f"]})]
+    assert renamed_by_passes(reports) == {"dead": None, "dup": "f", "a": "f", "b": "f"}
+    graph = _train_graph()
+    graph(flow.randn(8, 3), flow.randn(8, 1))
+    renamed, names = renamed_by_passes(graph.passes), {n.name for n in graph.ir.nodes}
+    held = [e.node for e in graph.outline().walk() if e.node is not None]
+    assert held and all(renamed.get(name, name) in names | {None} for name in held)
+
+
+@pytest.fixture(scope="module")
+def mobilenet_graph():
+    from toynet.viz.figures import mobilenet_graph
+
+    flow.manual_seed(0)
+    return mobilenet_graph(batch=2)
+
+
+def test_mobilenet_graph_is_folded_by_block_and_keeps_the_printed_entries(mobilenet_graph):
+    full = viz.draw(mobilenet_graph, max_nodes=None, forward_only=True).source
+    assert drawn_entries(full) == printed_entries(mobilenet_graph)  # 870 entries, BUFFERs included
+    source = viz.draw(mobilenet_graph).source
+    nodes, _, _ = parse_dot(source)
+    assert len(nodes) - 1 <= viz.MODULE_MAX_NODES and "(depth=3)" in source
+    labels = [label_lines(a) for a in nodes.values()]
+    assert ["model.features.1", "InvertedResidual()"] in [lines[:2] for lines in labels]
+    assert any(lines[0] == "model.features.1 (backward)" for lines in labels)
+    assert "show_saved=True" in source  # the saved-value edges of a big graph are left out, and it says so
+
+
+@needs_dot
+def test_nn_graph_notebook_display(mobilenet_graph):
+    graph = _train_graph()
+    before = graph._repr_mimebundle_()
+    assert "<svg" in before["image/svg+xml"] and before["text/plain"] == repr(graph)
+    graph(flow.randn(8, 3), flow.randn(8, 1))
+    assert "model.fc1" in graph._repr_mimebundle_()["image/svg+xml"]
+    svg = mobilenet_graph._repr_mimebundle_(include=["image/svg+xml"])["image/svg+xml"]
+    assert svg.count('class="node"') <= viz.jupyter.MODULE_MAX_NODES + 1 and "depth=3" in svg
 
 
 # ------------------------------------------------------------------------------------------ recording

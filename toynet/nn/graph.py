@@ -239,6 +239,11 @@ class Graph(GraphStateMixin):
         record = self._last.record if self._last is not None else None
         return build_outline(self._name, type(self).__name__, self.training, self._modules, record)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        """In a notebook, a graph shows itself drawn by module (toynet.viz.draw; folded when big)."""
+        from ..viz.jupyter import nn_graph_mimebundle
+        return nn_graph_mimebundle(self, include, exclude)
+
     # ------------------------------------------------------------------------------ compiled views
 
     @property

@@ -29,12 +29,15 @@ _EMPTY_BLOCK_TAGS = ("PARAMETER", "BUFFER")
 class Entry:
     """One tagged line of the outline, with the entries nested under it."""
 
-    __slots__ = ("tag", "name", "text", "children", "module")
+    __slots__ = ("tag", "name", "text", "children", "module", "node")
 
-    def __init__(self, tag: str, name: str, text: str, module: Any = None):
+    def __init__(self, tag: str, name: str, text: str, module: Any = None, node: str | None = None):
         self.tag, self.name, self.text = tag, name, text
         self.children: list[Entry] = []
         self.module = module
+        #: For an INPUT/OUTPUT traced as a lazy tensor: the name of the graph node holding its value
+        #: (how toynet.viz connects the outline to the static graph).
+        self.node = node
 
     def header(self) -> str:
         if self.text.startswith("<class "):  # a non-tensor input or output: OneFlow flags it
@@ -68,7 +71,7 @@ def _indent(text: str, spaces: int) -> str:
 
 
 def tensor_entry(tag: str, name: str, t: Tensor) -> Entry:
-    return Entry(tag, name, meta_repr(t))
+    return Entry(tag, name, meta_repr(t), node=t.node.name if t.node is not None else None)
 
 
 def value_entry(tag: str, name: str, value: Any) -> Entry:

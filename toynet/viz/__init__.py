@@ -10,24 +10,37 @@ DOT text; ``.render("file", format="png")`` saves it):
       l = flow.sum(1/2 * (z - flow.zeros(1, 3)) ** 2)
       flow.viz.draw(l, show_values=True)      # x, w, b, z, l named after your variables
 
-* a **static graph** (``toynet.static.Graph``, or an ``nn.Graph`` after its first call, which draws
-  its optimised ``graph.ir``; ``graph.traced_ir`` is the graph before the passes): forward, backward and
-  optimizer clusters, state and its update edges: ``flow.viz.draw(graph, forward_only=True)``.
+* a **static graph** (``toynet.static.Graph``: ``nn_graph.ir``, or ``nn_graph.traced_ir`` before the
+  passes): forward, backward and optimizer clusters, state and its update edges::
+
+      flow.viz.draw(linear_graph.ir, forward_only=True)
+
+* an **nn.Graph**, by module (:mod:`toynet.viz.draw_module`): the outline ``print(graph)`` shows
+  (one cluster per MODULE, its PARAMETER, BUFFER, INPUT and OUTPUT entries as nodes) with the ops of
+  ``graph.ir`` inside the module they were traced in; ``depth=2`` draws modules two levels deep as
+  boxes. Small graphs are drawn whole; beyond ``max_nodes`` modules are folded as deep as fits (that is
+  what a notebook shows for MobileNetV2)::
+
+      flow.viz.draw(linear_graph)                     # after its first call; before it, modules only
+      flow.viz.draw(mobilenet_graph, depth=3, forward_only=True, rankdir="LR")
 
 ``flow.viz.draw_pass(before, after, removed=..., fused=...)`` or ``flow.viz.draw_pass(graph.passes[i])``
 shows what an optimisation pass changed (``context=1``: only the changed nodes and their neighbours);
 ``with flow.viz.record() as rec:`` records a graph as your code builds it (``rec.to_gif("build.gif")``,
 ``rec.player()`` in a notebook).
 
-Options (all drawings): ``rankdir="TB"`` or ``"LR"``; ``legend=True``; ``max_nodes=200`` (bigger graphs
-are folded by module or cut, with a note saying so; ``None`` for no limit); ``title=""``;
+Options (all drawings): ``rankdir="TB"`` or ``"LR"``; ``legend=True``; ``max_nodes`` (bigger graphs
+are folded by module or cut, with a note saying so; ``None`` for no limit; by default 200, and 120 for
+an nn.Graph by module); ``title=""``;
 ``literals="node"`` or ``"inline"`` (where Python numbers such as the ``2`` of ``x ** 2`` go).
 Eager only: ``show_values`` (tensors of at most 16 elements), ``show_grads`` (after
 ``backward(retain_graph=True)``), ``show_saved`` (what each op keeps for backward), ``show_attrs``,
 ``names={"x": x}`` (else ``tensor.name``, else your variable names). Static only: ``forward_only`` or
 ``phases=("forward", "backward")``, ``depth`` (fold ops by module), ``updates="edges"`` or ``"nodes"``
 (state updates as edges back to the state, or as "new <state>" nodes; default ``"auto"``: edges up to
-16 updates), ``show_names``, ``show_values`` (constants).
+16 updates), ``show_names``, ``show_values`` (constants). nn.Graph also: ``ir="optimized"`` or
+``"traced"``, ``show_saved`` (edges from forward values to the backward and update ops reading them;
+default: drawn up to 24).
 
 Rendering (``flow.viz.to_svg(d)``, ``flow.viz.to_png(d, max_size=1600)``, ``d.render(...)``, a notebook
 display) needs Graphviz's ``dot`` program (``apt-get install graphviz`` / ``brew install graphviz`` /
@@ -45,7 +58,8 @@ from ..tensor import Tensor
 from . import gif, jupyter  # noqa: F401  (toynet.viz.gif.to_gif, toynet.viz.jupyter.enabled)
 from .dot import to_digraph
 from .draw_eager import eager_picture, walk_grad_fns
-from .draw_pass import pass_picture, report_fields
+from .draw_module import summary_module_picture
+from .draw_pass import pass_picture, renamed_by_passes, report_fields
 from .draw_static import summary_picture
 from .model import Picture, limit
 from .names import Namer, user_namespaces
@@ -67,18 +81,28 @@ __all__ = [
 
 #: Default node budget of a drawing; beyond it the picture is folded or cut, with a note.
 MAX_NODES = 200
+#: Default node budget of an nn.Graph drawn by module: MobileNetV2's training graph then shows its 19
+#: blocks as boxes (depth=3, about 100 nodes); one level deeper (170 nodes) is twice as tall.
+MODULE_MAX_NODES = 120
 
 
-def draw(obj: Any, *, rankdir: str = "TB", legend: bool = True, max_nodes: int | None = MAX_NODES,
+def draw(obj: Any, *, rankdir: str = "TB", legend: bool = True, max_nodes: int | str | None = "auto",
          title: str = "", **options: Any) -> Drawing:
-    """Draw an eager tensor's autograd graph (or several tensors') or a static Graph; see the module doc."""
+    """Draw an eager tensor's autograd graph (or several tensors'), a static Graph or an nn.Graph by module;
+    see the module doc."""
     picture = picture_of(obj, max_nodes=max_nodes, **options)
     return to_digraph(picture, rankdir=rankdir, legend=legend, title=title)
 
 
-def picture_of(obj: Any, *, max_nodes: int | None = MAX_NODES, names: Mapping[str, Any] | None = None,
+def picture_of(obj: Any, *, max_nodes: int | str | None = "auto", names: Mapping[str, Any] | None = None,
                namespaces: Iterable[Mapping[str, Any]] | None = None, **options: Any) -> Picture:
     """The :class:`~toynet.viz.model.Picture` that :func:`draw` writes as DOT."""
+    if _is_nn_graph(obj):
+        if names is not None:
+            raise TypeError("names= is for eager tensors; an nn.Graph's entries and nodes already have names")
+        return nn_graph_picture(obj, MODULE_MAX_NODES if max_nodes == "auto" else max_nodes, **options)
+    if max_nodes == "auto":
+        max_nodes = MAX_NODES
     graph = _as_graph(obj)
     if graph is not None:
         if names is not None:
@@ -123,6 +147,30 @@ def draw_pass(before: Any, after: Graph | None = None, removed: Iterable[str] | 
     return to_digraph(picture, rankdir=rankdir, legend=legend, title=title)
 
 
+def nn_graph_picture(nn_graph: Any, max_nodes: int | None = None, *, ir: str = "optimized",
+                     **options: Any) -> Picture:
+    """An ``nn.Graph`` by module (see :mod:`toynet.viz.draw_module`), folded by module beyond ``max_nodes``.
+
+    ``ir="optimized"`` places the ops of ``graph.ir`` (what runs), ``"traced"`` those of
+    ``graph.traced_ir`` (what ``build`` wrote, before the passes). Before the first call there are no
+    ops yet: the picture shows the modules, parameters and buffers.
+    """
+    if ir not in ("optimized", "traced"):
+        raise ValueError(f"ir must be 'optimized' (graph.ir) or 'traced' (graph.traced_ir), got {ir!r}")
+    show_saved = options.pop("show_saved", None)
+    options = dict(_static_options(options), show_saved=show_saved)
+    graph, renamed = None, {}
+    if nn_graph.is_compiled:
+        graph = nn_graph.ir if ir == "optimized" else nn_graph.traced_ir
+        renamed = renamed_by_passes(nn_graph.passes) if ir == "optimized" else {}
+    return summary_module_picture(nn_graph.outline(), graph, max_nodes, renamed=renamed, **options)
+
+
+def _is_nn_graph(obj: Any) -> bool:
+    from ..nn.graph import Graph as ModuleGraph  # here: toynet.nn is imported after toynet.viz
+    return isinstance(obj, ModuleGraph)
+
+
 def _static_options(options: dict) -> dict:
     options = dict(options)
     if options.pop("forward_only", False):
@@ -132,7 +180,8 @@ def _static_options(options: dict) -> dict:
     unknown = set(options) - {"phases", "show_values", "show_names", "literals", "depth", "updates"}
     if unknown:
         raise TypeError(f"unknown option(s) {sorted(unknown)} for drawing a static graph; known: forward_only, "
-                        "phases, depth, updates, show_names, show_values, literals, rankdir, legend, max_nodes, title")
+                        "phases, depth, updates, show_names, show_values, literals, rankdir, legend, max_nodes, title "
+                        "(and ir for an nn.Graph)")
     phases = options.get("phases", PHASES)
     bad = [p for p in phases if p not in PHASES]
     if bad or isinstance(phases, str):

@@ -52,7 +52,7 @@ def to_digraph(picture: Picture, *, rankdir: str = "TB", legend: bool = True, ti
             if node.id in hidden:
                 attrs["style"] = "invis"
             if node.tooltip:
-                attrs["tooltip"] = graphviz.nohtml(node.tooltip.replace("\\", "\\\\"))
+                attrs["tooltip"] = graphviz.nohtml(node.tooltip.replace("\\", "\\\\").replace("\n", "\\n"))
             if node.xlabel:
                 attrs["xlabel"] = graphviz.nohtml(node.xlabel)
             target.node(node.id, graphviz.nohtml(text(node.label)), **attrs)
@@ -88,7 +88,7 @@ def add_legend(g: graphviz.Digraph, items: list[str]) -> None:
 
     One node (not one per entry) so the legend takes a single rank and never stretches the layout.
     """
-    items = [i for i in items if i != "summary"]  # the summary node explains itself
+    items = [i for i in items if style.legend_text(i)]  # the summary and note nodes explain themselves
     if not items:
         return
     rows = []

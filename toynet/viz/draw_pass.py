@@ -95,6 +95,26 @@ def pass_picture(before: Graph, after: Graph, removed: Iterable[str] | None = No
     return picture
 
 
+def renamed_by_passes(reports: Iterable[Any]) -> dict[str, str | None]:
+    """``traced node name -> name in the optimised graph`` (None: removed) for every node a pass renamed.
+
+    Dead-code elimination removes, CSE merges a duplicate into the node it repeats, fusion replaces a
+    chain by one node: an outline entry that names a traced node finds its value again this way.
+    """
+    mapping: dict[str, str | None] = {}
+    for report in reports:
+        step: dict[str, str | None] = {name: None for name in getattr(report, "removed", ())}
+        step.update(getattr(report, "merged", {}) or {})
+        for new, olds in (getattr(report, "fused", {}) or {}).items():
+            step.update((old, new) for old in olds if old != new)
+        for name, now in mapping.items():
+            if now is not None and now in step:
+                mapping[name] = step[now]
+        for name, now in step.items():
+            mapping.setdefault(name, now)
+    return mapping
+
+
 def report_fields(report: Any) -> dict[str, Any]:
     """The arguments of :func:`pass_picture` from a pass report (anything with ``before`` and ``after``)."""
     return {"before": report.before, "after": report.after, "removed": getattr(report, "removed", None),

@@ -76,7 +76,7 @@ def static_picture(graph: Graph, *, phases: Iterable[str] = PHASES, show_values:
             groups[key].append(n)
             ids[n.name] = group_ids[key]
             continue
-        node = _node(n, f"{prefix}n{i}", root, show_values, show_names, literals)
+        node = value_node(n, f"{prefix}n{i}", root, show_values, show_names, literals)
         if n.kind == OP:
             picture.clusters[root + (n.phase,)] = (PHASE_TITLES.get(n.phase, n.phase), n.phase)
         picture.add_node(node)
@@ -95,7 +95,8 @@ def static_picture(graph: Graph, *, phases: Iterable[str] = PHASES, show_values:
     return picture, ids
 
 
-def _node(n: Node, nid: str, root: tuple[str, ...], show_values: bool, show_names: bool, literals: str) -> VNode:
+def value_node(n: Node, nid: str, root: tuple[str, ...], show_values: bool, show_names: bool, literals: str) -> VNode:
+    """The picture node of one graph node: an op box (in the phase cluster under ``root``), or an ellipse."""
     type_ = labels.type_text(n.shape, n.dtype)
     tooltip = f"%{n.name} : {type_}" + (f"  ({n.source})" if n.source else "")
     if n.kind == INPUT:

@@ -122,6 +122,7 @@ class Recorder:
         self._previous_trace: Any = None
         self._previous_frame_trace: Any = None
         self._frames: list[Frame] | None = None
+        self._picture: Picture | None = None   # the final picture, once frames are built
 
     # ---------------------------------------------------------------------------- the block
 
@@ -195,8 +196,9 @@ class Recorder:
         self._waiting.clear()
         self._frames = None
 
-    def step(self, label: str) -> None:
-        """Merge every step since the previous ``rec.step`` (or the start) into one step called ``label``."""
+    def step(self, label: str | None = None) -> None:
+        """Merge every step since the previous ``rec.step`` (or the start) into one step called ``label``
+        (by default, the source of the statements it merges)."""
         self._scan_variables()
         self._close_step()
         if self._nodes:
@@ -206,7 +208,8 @@ class Recorder:
         merged = steps[first:]
         if not merged:
             return
-        steps[first:] = [_Step(label, "\n".join(s.source for s in merged if s.source), merged[0].lineno,
+        source = "\n".join(s.source for s in merged if s.source)
+        steps[first:] = [_Step(label if label is not None else source, source, merged[0].lineno,
                                merged[-1].count, sum(s.ops for s in merged), manual=True)]
         self._frames = None
 
@@ -311,6 +314,7 @@ class Recorder:
         return self._build_frames(picture, self._static_steps, present)
 
     def _build_frames(self, picture: Picture, steps: list[_Step], present: Any) -> list[Frame]:
+        self._picture = picture
         legend_items = picture.roles() + ["highlight"]
         frames, before = [], set()
         for index, step in enumerate(steps):
@@ -323,6 +327,12 @@ class Recorder:
         return frames
 
     # ------------------------------------------------------------------------------ output
+
+    def drawing(self) -> Drawing:
+        """The whole recorded graph, nothing highlighted: the picture every frame shows part of."""
+        if not self.frames:
+            raise ValueError("nothing to draw: the recording has no steps")
+        return to_digraph(self._picture, **self._layout)
 
     def to_gif(self, path: str, fps: float = 1.0, duration: float | None = None, captions: bool = True,
                loop: int = 0, max_size: int | None = 1600) -> str:

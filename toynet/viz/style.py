@@ -15,7 +15,8 @@ from typing import Any
 
 FONT = "Helvetica"
 
-#: role -> (Graphviz node attributes, legend text). Order is the legend's order.
+#: role -> (Graphviz node attributes, legend text). Order is the legend's order; roles with no legend
+#: text (notes, the size cap's summary) explain themselves and stay out of the legend.
 ROLES: dict[str, tuple[dict[str, str], str]] = {
     "input": ({"shape": "ellipse", "style": "filled", "fillcolor": "#cfe2ff"},
               "input / constant (no gradient)"),
@@ -40,8 +41,17 @@ ROLES: dict[str, tuple[dict[str, str], str]] = {
     "op_optimizer": ({"shape": "box", "style": "rounded,filled", "fillcolor": "#d3f9d8"},
                      "optimizer update op"),
     "group": ({"shape": "box3d", "style": "filled", "fillcolor": "#f1f3f5"}, "collapsed group of ops"),
-    "summary": ({"shape": "note", "style": "filled", "fillcolor": "#fff9db", "fontsize": "10"},
-                "nodes left out (size cap)"),
+    # an nn.Graph by module: the outline's tags (print(graph)), same colours as the state they are
+    "INPUT": ({"shape": "invhouse", "style": "filled", "fillcolor": "#cfe2ff", "fontsize": "9"},
+              "INPUT of the graph or of a module call"),
+    "OUTPUT": ({"shape": "house", "style": "filled", "fillcolor": "#c3fae8", "fontsize": "9"},
+               "OUTPUT of the graph or of a module call"),
+    "PARAMETER": ({"shape": "ellipse", "style": "filled", "fillcolor": "#ffd8a8"}, "PARAMETER of a module"),
+    "BUFFER": ({"shape": "ellipse", "style": "filled", "fillcolor": "#e5dbff"}, "BUFFER of a module"),
+    "module": ({"shape": "box3d", "style": "filled", "fillcolor": "#f1f3f5"},
+               "MODULE drawn as one box (depth=...): its class and op count"),
+    "note": ({"shape": "plaintext", "fontsize": "9", "fontcolor": "#868e96"}, ""),
+    "summary": ({"shape": "note", "style": "filled", "fillcolor": "#fff9db", "fontsize": "10"}, ""),
 }
 
 #: mark -> (attributes laid over the role's, legend text).
@@ -67,6 +77,11 @@ EDGES: dict[str, dict[str, str]] = {
     "update": {"style": "dashed", "color": "#1c7ed6", "fontcolor": "#1c7ed6", "constraint": "false"},
     "writeback": {"style": "dashed", "color": "#1c7ed6"},
     "summary": {"style": "dotted", "color": "#adb5bd"},
+    # a forward value read by a backward or update op (kept from the forward pass): drawn, but left out
+    # of the ranking, so that the phases stack instead of standing side by side
+    "saved": {"color": "#868e96", "constraint": "false"},
+    # no line: only puts a later phase below the loss
+    "order": {"style": "invis"},
 }
 
 #: cluster role -> attributes.
@@ -75,6 +90,8 @@ CLUSTERS: dict[str, dict[str, str]] = {
     "backward": {"style": "rounded,filled", "fillcolor": "#fff9db", "color": "#fab005"},
     "optimizer": {"style": "rounded,filled", "fillcolor": "#ebfbee", "color": "#40c057"},
     "side": {"style": "rounded", "color": "#495057"},
+    "module": {"style": "rounded", "color": "#868e96", "fontsize": "10"},
+    "module_backward": {"style": "rounded,dashed", "color": "#e67700", "fontsize": "10"},
     "legend": {"style": "rounded,dashed", "color": "#adb5bd", "fontsize": "10"},
 }
 

@@ -1,0 +1,240 @@
+"""The figures of the tutorials, drawn again by toynet from the very graphs it builds: ``imgs/``.
+
+:func:`make_all` writes every figure the seed tutorials show, plus two for the docs::
+
+    from toynet.viz import figures
+    paths = figures.make_all("imgs")      # what examples/run_all.py (the main job) calls
+
+==========================  ===================================================================
+``compute_graph.png``       the autograd graph of the tutorial's example (x, w, b, z, l)
+``01-wxb.png``, ``02-z.png``  the same graph as Eager mode builds it: after x, w, b; after z
+``dynamic_graph.gif``       the construction, one frame per step (the third step is the whole graph)
+``static_graph.png``        the poly-fit ``LinearTrainGraph`` by module: forward, backward, optimizer
+``passes_fusion.png``       that graph before and after the fusion pass
+``poly_fit.png``            sin(x) and the cubic the Eager poly fit finds (matplotlib)
+``mobilenetv2_graph.svg``   the tutorial's MobileNetV2 training graph, folded by module (and ``.png``)
+==========================  ===================================================================
+
+Every file is the same, byte for byte, each time it is made: random tensors come from a fixed seed,
+graph names from fresh counters, and the files carry no timestamps (Graphviz and Pillow write none;
+matplotlib is told to write no metadata; PNG text chunks are dropped). The random generator and the
+graph-name counters are restored afterwards, so calling this changes nothing for the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import toynet as flow
+from toynet import backend
+
+from . import record
+from .rendering import to_png, to_svg
+
+#: Longest side of the graph PNGs, in pixels (dot's default 96 dpi otherwise; big graphs are scaled down).
+MAX_PNG = 2400
+
+#: Every file :func:`make_all` writes.
+FILES = ("compute_graph.png", "01-wxb.png", "02-z.png", "dynamic_graph.gif", "static_graph.png",
+         "passes_fusion.png", "poly_fit.png", "mobilenetv2_graph.svg", "mobilenetv2_graph.png")
+
+
+def make_all(out_dir: str | Path) -> list[Path]:
+    """Write every figure into ``out_dir`` (created if needed) and return their paths. Takes ~10 s."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    with _repeatable():
+        for maker in (construction_figures, static_graph_figures, poly_fit_figure, mobilenet_figures):
+            flow.manual_seed(0)  # each figure as if made alone
+            written += maker(out)
+    return written
+
+
+# --------------------------------------------------------------------------------- Eager mode
+
+
+def loss(y_pred: flow.Tensor, y: flow.Tensor) -> flow.Tensor:
+    """The tutorial's loss: half the summed squared error."""
+    return flow.sum(1 / 2 * (y_pred - y) ** 2)
+
+
+def construction_figures(out: Path) -> list[Path]:
+    """The tutorial's autograd example, recorded as Eager mode builds it, in three steps."""
+    with record() as rec:
+        x = flow.ones(1, 5)  # the input
+        w = flow.randn(5, 3, requires_grad=True)
+        b = flow.randn(1, 3, requires_grad=True)
+        rec.step()
+        z = flow.matmul(x, w) + b
+        rec.step()
+        y = flow.zeros(1, 3)  # the label
+        l = loss(z, y)  # noqa: F841  (named for the drawing)
+        rec.step()
+    frames = rec.frames
+    paths = [_write_png(out / "compute_graph.png", to_png(rec.drawing(), MAX_PNG)),
+             _write_png(out / "01-wxb.png", to_png(frames[0].drawing, MAX_PNG)),
+             _write_png(out / "02-z.png", to_png(frames[1].drawing, MAX_PNG))]
+    paths.append(Path(rec.to_gif(str(out / "dynamic_graph.gif"), duration=1.5)))
+    return paths
+
+
+def poly_fit_data() -> tuple[flow.Tensor, flow.Tensor, flow.Tensor]:
+    """The tutorial's data: x in [-pi, pi], y = sin x, and the features (x, x^2, x^3)."""
+    host = backend.host.linspace(-math.pi, math.pi, 2000)
+    x = flow.tensor(host, dtype=flow.float32)
+    y = flow.tensor(backend.host.sin(host), dtype=flow.float32)
+    xx = flow.cat([x.unsqueeze(-1).pow(1), x.unsqueeze(-1).pow(2), x.unsqueeze(-1).pow(3)], dim=1)
+    return x, y, xx
+
+
+def poly_fit_figure(out: Path, steps: int = 2000) -> list[Path]:
+    """Run the tutorial's Eager poly fit, then plot sin x against the cubic it found (matplotlib)."""
+    from matplotlib.figure import Figure  # a bare Figure: no pyplot state, no GUI backend
+
+    x, y, xx = poly_fit_data()
+    model = flow.nn.Sequential(flow.nn.Linear(3, 1), flow.nn.Flatten(0, 1))
+    loss_fn = flow.nn.MSELoss(reduction="sum")
+    optimizer = flow.optim.SGD(model.parameters(), lr=1e-6)
+    for _ in range(steps):
+        fit_loss = loss_fn(model(xx), y)
+        optimizer.zero_grad()
+        fit_loss.backward()
+        optimizer.step()
+    w, b = model[0].weight.numpy()[0], model[0].bias.numpy()[0]
+    host_x = x.numpy()
+    fitted = b + w[0] * host_x + w[1] * host_x ** 2 + w[2] * host_x ** 3
+    figure = Figure(figsize=(6.4, 4.0), dpi=100)
+    ax = figure.subplots()
+    ax.plot(host_x, y.numpy(), label="y = sin(x)")
+    ax.plot(host_x, fitted, label=f"y = {b:.3f} + {w[0]:.3f} x + {w[1]:.4f} x^2 + {w[2]:.4f} x^3")
+    ax.set_xlabel("x")
+    ax.set_title(f"Eager poly fit, {steps} SGD steps (final loss {fit_loss.item():.2f})")
+    ax.legend(loc="upper left", fontsize=8)
+    figure.tight_layout()
+    path = out / "poly_fit.png"
+    figure.savefig(path, format="png", metadata={"Software": None})
+    return [_write_png(path, path.read_bytes())]
+
+
+# --------------------------------------------------------------------------------- Graph mode
+
+
+def linear_train_graph() -> flow.nn.Graph:
+    """The tutorial's ``LinearTrainGraph`` (poly fit in Graph mode), called once so that it is compiled."""
+    _, y, xx = poly_fit_data()
+    model = flow.nn.Sequential(flow.nn.Linear(3, 1), flow.nn.Flatten(0, 1))
+    loss_fn = flow.nn.MSELoss(reduction="sum")
+    optimizer = flow.optim.SGD(model.parameters(), lr=1e-6)
+
+    class LinearTrainGraph(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.loss_fn = loss_fn
+            self.add_optimizer(optimizer)
+
+        def build(self, x, y):
+            y_pred = self.model(x)
+            loss = self.loss_fn(y_pred, y)
+            loss.backward()
+            return loss
+
+    graph = LinearTrainGraph()
+    graph(xx, y)
+    return graph
+
+
+def static_graph_figures(out: Path) -> list[Path]:
+    """The poly-fit training graph by module, and what the fusion pass did to it."""
+    from . import draw, draw_pass
+
+    graph = linear_train_graph()
+    paths = [_write_png(out / "static_graph.png", to_png(draw(graph), MAX_PNG))]
+    fusion = next(r for r in graph.passes if r.name == "FuseElementwise")
+    drawing = draw_pass(fusion, title=f"FuseElementwise: {fusion.ops_before} -> {fusion.ops_after} ops "
+                                      "(each update's mul and sub become one kernel)")
+    paths.append(_write_png(out / "passes_fusion.png", to_png(drawing, MAX_PNG)))
+    return paths
+
+
+def mobilenet_graph(batch: int = 2) -> flow.nn.Graph:
+    """The tutorial's MobileNetV2 training graph (CIFAR-10 sized inputs), called once on random data.
+
+    As in the tutorial, the new head goes to ``model.classifer`` (sic): it is never called, and the
+    picture says so.
+    """
+    from toynet.vision.models import mobilenet_v2
+
+    model = mobilenet_v2()
+    model.classifer = flow.nn.Sequential(flow.nn.Dropout(0.2), flow.nn.Linear(model.last_channel, 10))
+    loss_fn = flow.nn.CrossEntropyLoss()
+    optimizer = flow.optim.SGD(model.parameters(), lr=1e-3)
+
+    class GraphMobileNetV2(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.loss_fn = loss_fn
+            self.add_optimizer(optimizer)
+
+        def build(self, x, y):
+            y_pred = self.model(x)
+            loss = self.loss_fn(y_pred, y)
+            loss.backward()
+            return loss
+
+    graph = GraphMobileNetV2()
+    graph(flow.randn(batch, 3, 32, 32), flow.randint(0, 10, (batch,)))
+    return graph
+
+
+def mobilenet_figures(out: Path) -> list[Path]:
+    """MobileNetV2's training graph as a notebook shows it: folded by module to fit the node budget."""
+    from . import picture_of
+    from .dot import to_digraph
+
+    picture = picture_of(mobilenet_graph())  # the default node budget folds it by block (depth=3)
+    for node in picture.nodes.values():
+        # The SVG's tooltips name each op's source line; here that is the line that called make_all
+        # (the model's code is toynet's own), which would make the file depend on its caller.
+        node.tooltip = node.tooltip.split("  (")[0]
+    drawing = to_digraph(picture)
+    svg = out / "mobilenetv2_graph.svg"
+    svg.write_text(to_svg(drawing), encoding="utf-8")
+    return [svg, _write_png(out / "mobilenetv2_graph.png", to_png(drawing, MAX_PNG))]
+
+
+# --------------------------------------------------------------------------------- repeatable files
+
+
+@contextlib.contextmanager
+def _repeatable() -> Iterator[None]:
+    """Fresh nn.Graph name counters (``LinearTrainGraph_0`` each time) and the caller's random state back."""
+    counters = flow.nn.Graph._child_init_cnt
+    saved_counters, saved_rng = dict(counters), backend.get_rng_state()
+    counters.clear()
+    try:
+        yield
+    finally:
+        counters.clear()
+        counters.update(saved_counters)
+        backend.set_rng_state(saved_rng)
+
+
+def _write_png(path: Path, data: bytes) -> Path:
+    """Write a PNG without its text and time chunks (tEXt, zTXt, iTXt, tIME), the bytes that may vary."""
+    signature, chunks, at = data[:8], [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at:at + 4])
+        kind = data[at + 4:at + 8]
+        if kind not in (b"tEXt", b"zTXt", b"iTXt", b"tIME"):
+            chunks.append(data[at:at + 12 + length])
+        at += 12 + length
+    path.write_bytes(signature + b"".join(chunks))
+    return path
+
