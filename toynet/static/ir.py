@@ -73,6 +73,11 @@ class Node:
         self.value = value
         self.requires_grad = requires_grad
 
+    def redirect_inputs(self, replaced: dict[int, "Node"]) -> None:
+        """Read replacement nodes (``id(old) -> new``) instead of the ones a pass removed."""
+        if replaced:
+            self.inputs = tuple(replaced.get(id(x), x) if isinstance(x, Node) else x for x in self.inputs)
+
     @property
     def input_nodes(self) -> list["Node"]:
         """The inputs that are nodes (not literal numbers)."""
@@ -156,6 +161,11 @@ class Graph:
             for x in n.input_nodes:
                 result[id(x)].append(n)
         return result
+
+    def redirect_roots(self, replaced: dict[int, Node]) -> None:
+        """Point outputs and updates at replacement nodes (``id(old) -> new``), after a pass swapped nodes."""
+        self.outputs = [replaced.get(id(n), n) for n in self.outputs]
+        self.updates = {k: replaced.get(id(n), n) for k, n in self.updates.items()}
 
     def roots(self) -> list[Node]:
         """The nodes the program must produce: outputs and state updates."""

@@ -25,8 +25,7 @@ def _run(graph: Graph, report: PassReport) -> Graph:
     replaced: dict[int, Node] = {}
     kept = []
     for node in graph.nodes:
-        if replaced:
-            node.inputs = tuple(replaced.get(id(x), x) if isinstance(x, Node) else x for x in node.inputs)
+        node.redirect_inputs(replaced)
         if node.kind == OP and not node.op.random:
             key = _key(node)
             first = seen.get(key)
@@ -46,8 +45,7 @@ def _run(graph: Graph, report: PassReport) -> Graph:
             seen[key] = node
         kept.append(node)
     graph.nodes = kept
-    graph.outputs = [replaced.get(id(n), n) for n in graph.outputs]
-    graph.updates = {k: replaced.get(id(n), n) for k, n in graph.updates.items()}
+    graph.redirect_roots(replaced)
     return graph
 
 

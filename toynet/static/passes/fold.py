@@ -16,8 +16,7 @@ def _run(graph: Graph, report: PassReport) -> Graph:
     replaced: dict[int, Node] = {}
     new_nodes = []
     for node in graph.nodes:
-        if replaced:
-            node.inputs = tuple(replaced.get(id(x), x) if isinstance(x, Node) else x for x in node.inputs)
+        node.redirect_inputs(replaced)
         foldable = (node.kind == OP and not node.op.random
                     and all(x.kind == CONSTANT for x in node.input_nodes))
         if foldable:
@@ -30,8 +29,7 @@ def _run(graph: Graph, report: PassReport) -> Graph:
             node = constant
         new_nodes.append(node)
     graph.nodes = new_nodes
-    graph.outputs = [replaced.get(id(n), n) for n in graph.outputs]
-    graph.updates = {k: replaced.get(id(n), n) for k, n in graph.updates.items()}
+    graph.redirect_roots(replaced)
     return graph
 
 

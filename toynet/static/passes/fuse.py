@@ -109,12 +109,10 @@ def _run(graph: Graph, report: PassReport) -> Graph:
             node = _fuse(chain)
             replaced[id(chain[-1])] = node
             report.fused[node.name] = [n.name for n in chain]
-        if replaced:
-            node.inputs = tuple(replaced.get(id(x), x) if isinstance(x, Node) else x for x in node.inputs)
+        node.redirect_inputs(replaced)
         new_nodes.append(node)
     graph.nodes = new_nodes
-    graph.outputs = [replaced.get(id(n), n) for n in graph.outputs]
-    graph.updates = {k: replaced.get(id(n), n) for k, n in graph.updates.items()}
+    graph.redirect_roots(replaced)
     return graph
 
 
