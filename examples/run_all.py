@@ -32,7 +32,7 @@ def examples(quick: bool) -> list[tuple[str, list[str]]]:
     if (ROOT / "examples" / "mobilenet_eager.py").exists():
         runs.append(("mobilenet_eager", ["--max-batches", steps]))
     if (ROOT / "examples" / "mobilenet_graph.py").exists():
-        runs.append(("mobilenet_graph", ["--max-batches", steps]))
+        runs.append(("mobilenet_graph", ["--max-batches", steps, "--out", str(OUT / "mobilenet_graph")]))
     return runs
 
 
