@@ -88,10 +88,10 @@ def test_dense_kernels_layouts_and_chunks_agree_with_pytorch(case, chunk_bytes, 
     combination (one image per chunk or the whole batch; shifts or windows) must give PyTorch's
     forward and both gradients."""
     torch = pytest.importorskip("torch")
-    from toynet.ops import conv_kernels
+    from toynet.ops import conv_dense
 
-    monkeypatch.setattr(conv_kernels, "DENSE_CHUNK_BYTES", chunk_bytes)
-    monkeypatch.setattr(conv_kernels, "SHIFT_MAX_WASTE", float("inf") if taps == "shift" else 0.0)
+    monkeypatch.setattr(conv_dense, "DENSE_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(conv_dense, "SHIFT_MAX_WASTE", float("inf") if taps == "shift" else 0.0)
     _, xs, ws, stride, padding, dilation, groups = case
     rng = np.random.default_rng(10)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws)

@@ -14,7 +14,8 @@ gradients are the *adjoints* of those linear maps, and each is an op of its own:
 
 Because they are ops, Graph mode can schedule them, and their own vjps follow from the same
 identity read the other way round, in terms of the three conv ops again: gradients of gradients
-(``create_graph=True``) work to any order. The array kernels live in :mod:`.conv_kernels`.
+(``create_graph=True``) work to any order. The array kernels live in :mod:`.conv_kernels`
+(pointwise, depthwise) and :mod:`.conv_dense` (im2col).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
+from . import conv_dense as dense
 from . import conv_kernels as kernels
 from ._op import Op, ShapeError, apply, register, require_float, shape_of
 
@@ -76,6 +78,64 @@ def _float_dtype(op: str, *inputs: Any) -> backend.DType:
     return backend.promote(*(x.dtype for x in inputs))
 
 
+# ---------------------------------------------------------------------- which kernel serves a conv
+#
+# 1x1 kernels and depthwise convolutions have kernels of their own (conv_kernels.py), the rest is
+# im2col (conv_dense.py). A grouped convolution is `groups` independent convolutions, each on its
+# own slice of the input and output channels: run them one by one and put the results together.
+
+
+def forward_kernel(xp: Any, x: Any, w: Any, stride, padding, dilation, groups: int) -> Any:
+    """The forward of ``conv2d`` (without bias), by whichever kernel fits."""
+    which = kernels.kind(x.shape, w.shape, padding, groups)
+    if which == "pointwise":
+        return kernels.pointwise_forward(xp, x, w, stride)
+    if which == "depthwise":
+        return kernels.depthwise_forward(xp, x, w, stride, padding, dilation)
+    if groups == 1:
+        return dense.dense_forward(xp, x, w, stride, padding, dilation)
+    parts = [dense.dense_forward(xp, _group(x, 1, k, groups), _group(w, 0, k, groups), stride, padding, dilation)
+             for k in range(groups)]
+    return xp.concatenate(parts, axis=1)
+
+
+def grad_input_kernel(xp: Any, g: Any, w: Any, x_shape: tuple, stride, padding, dilation, groups: int) -> Any:
+    """``dL/dx`` of ``conv2d`` from the output gradient ``g``."""
+    which = kernels.kind(x_shape, w.shape, padding, groups)
+    if which == "pointwise":
+        return kernels.pointwise_grad_input(xp, g, w, x_shape, stride)
+    if which == "depthwise":
+        return kernels.depthwise_grad_input(xp, g, w, x_shape, stride, padding, dilation)
+    if groups == 1:
+        return dense.dense_grad_input(xp, g, w, x_shape, stride, padding, dilation)
+    shape = (x_shape[0], x_shape[1] // groups) + tuple(x_shape[2:])
+    parts = [dense.dense_grad_input(xp, _group(g, 1, k, groups), _group(w, 0, k, groups), shape, stride, padding,
+                                    dilation) for k in range(groups)]
+    return xp.concatenate(parts, axis=1)
+
+
+def grad_weight_kernel(xp: Any, x: Any, g: Any, w_shape: tuple, stride, padding, dilation, groups: int) -> Any:
+    """``dL/dw`` of ``conv2d`` from the input ``x`` and the output gradient ``g``."""
+    which = kernels.kind(x.shape, w_shape, padding, groups)
+    if which == "pointwise":
+        return kernels.pointwise_grad_weight(xp, x, g, w_shape, stride)
+    if which == "depthwise":
+        return kernels.depthwise_grad_weight(xp, x, g, w_shape, stride, padding, dilation)
+    if groups == 1:
+        return dense.dense_grad_weight(xp, x, g, w_shape, stride, padding, dilation)
+    shape = (w_shape[0] // groups,) + tuple(w_shape[1:])
+    parts = [dense.dense_grad_weight(xp, _group(x, 1, k, groups), _group(g, 1, k, groups), shape, stride, padding,
+                                     dilation) for k in range(groups)]
+    return xp.concatenate(parts, axis=0)
+
+
+def _group(a: Any, axis: int, group: int, groups: int) -> Any:
+    """The channels of ``a`` along ``axis`` (0 or 1) that belong to ``group``."""
+    size = a.shape[axis] // groups
+    part = slice(group * size, (group + 1) * size)
+    return a[part] if axis == 0 else a[:, part]
+
+
 # ---------------------------------------------------------------------------------------- the ops
 
 
@@ -87,7 +147,7 @@ class Conv2d(Op):
     name = "conv2d"
 
     def forward(self, xp, x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-        y = kernels.conv2d(xp, x, w, stride, padding, dilation, groups)
+        y = forward_kernel(xp, x, w, stride, padding, dilation, groups)
         if b is not None:
             y += b.reshape(1, -1, 1, 1)
         return y
@@ -121,7 +181,7 @@ class Conv2dGradInput(Op):
     name = "conv2d_grad_input"
 
     def forward(self, xp, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-        return kernels.conv2d_grad_input(xp, g, w, tuple(input_shape), stride, padding, dilation, groups)
+        return grad_input_kernel(xp, g, w, tuple(input_shape), stride, padding, dilation, groups)
 
     def infer(self, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
         expected = check_conv(self.name, tuple(input_shape), shape_of(w), stride, padding, dilation, groups)
@@ -146,7 +206,7 @@ class Conv2dGradWeight(Op):
     name = "conv2d_grad_weight"
 
     def forward(self, xp, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-        return kernels.conv2d_grad_weight(xp, x, g, tuple(weight_shape), stride, padding, dilation, groups)
+        return grad_weight_kernel(xp, x, g, tuple(weight_shape), stride, padding, dilation, groups)
 
     def infer(self, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
         expected = check_conv(self.name, shape_of(x), tuple(weight_shape), stride, padding, dilation, groups)
