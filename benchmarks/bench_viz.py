@@ -10,11 +10,16 @@ and, for the size cap, drawing and rendering the same 1,000-node graphs with the
 ``max_nodes`` (folded by module or cut). Then a recording: a 40-statement construction recorded,
 its frames built, and the GIF written.
 
+Then an ``nn.Graph`` by module: the tutorial's MobileNetV2 training graph (batch 2, CIFAR-sized),
+drawn as a notebook shows it (folded by block, depth=3), one level deeper, forward only, and forward
+only with every op (once: dot needs ~15 s for its 1,600 nodes; the whole training graph's 2,500 nodes
+took 310 s in one measurement, which is why big graphs are folded by default).
+
 Every case runs ``--rounds`` times interleaved and the report gives the median; the machine is shared
 and noisy, so the ratio of toynet's share (draw) to dot's share (svg) is the number to compare
 across machines.
 
-Run: ``python benchmarks/bench_viz.py [--rounds 3]``.
+Run: ``python benchmarks/bench_viz.py [--rounds 3] [--every-op]``.
 """
 
 from __future__ import annotations
@@ -123,13 +128,44 @@ def bench_recording(rounds: int) -> None:
           f"GIF {m['gif']:.2f} s ({m['gif'] / steps * 1000:.0f} ms a frame)")
 
 
+def bench_nn_graph_by_module(rounds: int, every_op: bool) -> None:
+    from toynet.viz.figures import mobilenet_graph
+
+    seconds, graph = timed(mobilenet_graph, 2)
+    print(f"\nMobileNetV2 training nn.Graph: traced, compiled and run once in {seconds:.2f} s "
+          f"({len(graph.ir.nodes)} graph nodes, {sum(1 for _ in graph.outline().walk())} outline entries)")
+    cases = [("notebook default (depth=3)", {}), ("depth=4", {"depth": 4}),
+             ("forward only, depth=5", {"forward_only": True, "depth": 5})]
+    times: dict[str, dict[str, list[float]]] = {name: {"draw": [], "svg": [], "png": []} for name, _ in cases}
+    nodes = {}
+    for _ in range(rounds):
+        for name, options in cases:
+            seconds, drawing = timed(viz.draw, graph, **options)
+            times[name]["draw"].append(seconds)
+            nodes[name] = node_count(drawing)
+            times[name]["svg"].append(timed(viz.to_svg, drawing)[0])
+            times[name]["png"].append(timed(viz.to_png, drawing, max_size=2400)[0])
+    display = statistics.median(timed(graph._repr_mimebundle_)[0] for _ in range(rounds))
+    print(f"{'view':28s} {'nodes':>6s} {'draw s':>8s} {'svg s':>8s} {'png<=2400px s':>14s}")
+    for name, _ in cases:
+        m = {k: statistics.median(v) for k, v in times[name].items()}
+        print(f"{name:28s} {nodes[name]:6d} {m['draw']:8.3f} {m['svg']:8.3f} {m['png']:14.3f}")
+    print(f"notebook display (draw + svg): {display:.2f} s")
+    if every_op:
+        seconds, drawing = timed(viz.draw, graph, forward_only=True, max_nodes=None)
+        print(f"{'forward only, every op (once)':28s} {node_count(drawing):6d} {seconds:8.3f} "
+              f"{timed(viz.to_svg, drawing)[0]:8.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--every-op", action="store_true", help="also draw MobileNetV2's forward unfolded (~15 s)")
     args = parser.parse_args()
     flow.manual_seed(0)
     bench_graphs(args.rounds)
     bench_recording(args.rounds)
+    bench_nn_graph_by_module(args.rounds, args.every_op)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ shows what an optimisation pass changed (``context=1``: only the changed nodes a
 ``rec.player()`` in a notebook).
 
 Options (all drawings): ``rankdir="TB"`` or ``"LR"``; ``legend=True``; ``max_nodes`` (bigger graphs
-are folded by module or cut, with a note saying so; ``None`` for no limit; by default 200, and 120 for
-an nn.Graph by module); ``title=""``;
+are folded by module or cut, with a note saying so; ``None`` for no limit; by default 200, 120 for an
+nn.Graph by module, and no limit when ``depth`` is given); ``title=""``;
 ``literals="node"`` or ``"inline"`` (where Python numbers such as the ``2`` of ``x ** 2`` go).
 Eager only: ``show_values`` (tensors of at most 16 elements), ``show_grads`` (after
 ``backward(retain_graph=True)``), ``show_saved`` (what each op keeps for backward), ``show_attrs``,
@@ -97,12 +97,13 @@ def draw(obj: Any, *, rankdir: str = "TB", legend: bool = True, max_nodes: int |
 def picture_of(obj: Any, *, max_nodes: int | str | None = "auto", names: Mapping[str, Any] | None = None,
                namespaces: Iterable[Mapping[str, Any]] | None = None, **options: Any) -> Picture:
     """The :class:`~toynet.viz.model.Picture` that :func:`draw` writes as DOT."""
+    if max_nodes == "auto":  # an explicit depth= is drawn whole; otherwise a budget by kind of drawing
+        max_nodes = None if options.get("depth") is not None else (
+            MODULE_MAX_NODES if _is_nn_graph(obj) else MAX_NODES)
     if _is_nn_graph(obj):
         if names is not None:
             raise TypeError("names= is for eager tensors; an nn.Graph's entries and nodes already have names")
-        return nn_graph_picture(obj, MODULE_MAX_NODES if max_nodes == "auto" else max_nodes, **options)
-    if max_nodes == "auto":
-        max_nodes = MAX_NODES
+        return nn_graph_picture(obj, max_nodes, **options)
     graph = _as_graph(obj)
     if graph is not None:
         if names is not None:
