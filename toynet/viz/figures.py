@@ -73,7 +73,7 @@ def construction_figures(out: Path) -> list[Path]:
         z = flow.matmul(x, w) + b
         rec.step()
         y = flow.zeros(1, 3)  # the label
-        l = loss(z, y)  # noqa: F841  (named for the drawing)
+        l = loss(z, y)  # noqa: F841  (l names the loss in the drawing)
         rec.step()
     frames = rec.frames
     paths = [_write_png(out / "compute_graph.png", to_png(rec.drawing(), MAX_PNG)),

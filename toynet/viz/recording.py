@@ -343,7 +343,11 @@ class Recorder:
 
     def player(self, interval: int = 1000) -> Any:
         """A notebook widget: Play, a step slider, the step's source line and the graph as SVG."""
-        from .player import Player
+        try:
+            from .player import Player
+        except ImportError as error:
+            raise ImportError("rec.player() needs ipywidgets (pip install ipywidgets; JupyterLab 3+ and Notebook 7 "
+                              "show it without more setup); rec.to_gif('build.gif') works without it") from error
         return Player(self.frames, interval=interval)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import re
 import textwrap
 
 
@@ -46,5 +47,10 @@ class StatementIndex:
         return self._found[lineno]
 
     def text(self, span: tuple[int, int]) -> str:
-        """The source text of the lines in ``span``, dedented, without a trailing newline."""
-        return textwrap.dedent("".join(self.lines[span[0] - 1:span[1]])).strip()
+        """The source text of the lines in ``span``, dedented, without a trailing newline, and without
+        comments meant for tools (``# noqa``, ``# type: ignore``, ``# pragma``): noise in a caption."""
+        lines = [_PRAGMA.sub("", line.rstrip("\n")) for line in self.lines[span[0] - 1:span[1]]]
+        return textwrap.dedent("\n".join(lines)).strip()
+
+
+_PRAGMA = re.compile(r"\s*#\s*(?:noqa|type:\s*ignore|pragma)\b.*$")
