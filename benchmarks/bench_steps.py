@@ -221,9 +221,13 @@ def time_per_step(step, n: int) -> float:
     return (CLOCK() - start) / n
 
 
-def peak_memory(step) -> int:
-    step()
+def peak_memory(make_step) -> int:
+    """Peak bytes allocated while a training step runs, counting everything the contender holds from
+    the moment it is built: parameters, optimizer state, a compiled plan's preallocated buffers, the
+    step's temporaries. (tracemalloc sees NumPy's arrays, not PyTorch's, so PyTorch is left out.)"""
     tracemalloc.start()
+    step = make_step()
+    step()
     tracemalloc.reset_peak()
     step()
     _, peak = tracemalloc.get_traced_memory()
@@ -231,8 +235,12 @@ def peak_memory(step) -> int:
     return peak
 
 
-def compare(title: str, contenders: dict, steps_per_round: int, rounds: int, memory: bool) -> dict:
-    """Time every contender round by round; print medians and ratios to the first (NumPy)."""
+def compare(title: str, contenders: dict, steps_per_round: int, rounds: int, memory: dict | None = None) -> dict:
+    """Time every contender round by round; print medians and ratios to the first (NumPy).
+
+    ``memory``, if given, maps contender names to functions that build a fresh contender, whose step's
+    peak memory is then measured from scratch (see :func:`peak_memory`).
+    """
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for step in contenders.values():
         time_per_step(step, max(1, steps_per_round // 10))  # warm up
@@ -242,14 +250,14 @@ def compare(title: str, contenders: dict, steps_per_round: int, rounds: int, mem
     baseline = statistics.median(times[next(iter(contenders))])
     print(f"\n{title}  (median of {rounds} rounds x {steps_per_round} steps)")
     result = {}
-    peaks = {name: peak_memory(step) for name, step in contenders.items()} if memory else {}
+    peaks = {name: peak_memory(make) for name, make in memory.items()} if memory else {}
     base_peak = peaks.get(next(iter(contenders)))
     for name, ts in times.items():
         med = statistics.median(ts)
         ratio = med / baseline
         result[name] = ratio
         line = f"  {name:<22} {med * 1e6:9.1f} us/step   {ratio:5.2f}x NumPy"
-        if memory:
+        if name in peaks:
             line += f"   peak {peaks[name] / 1e6:7.2f} MB ({peaks[name] / base_peak:4.2f}x)"
         print(line)
     return result
@@ -278,17 +286,18 @@ def main(argv: list[str] | None = None) -> dict:
             "toynet Graph": graph_step(*toynet_poly_model(), fx, fy)}
     if have_torch:
         poly["PyTorch eager"] = torch_poly(xx, y)
-    results["poly"] = compare("poly fit step", poly, 50 if args.quick else 400, args.rounds, memory=False)
+    results["poly"] = compare("poly fit step", poly, 50 if args.quick else 400, args.rounds)
 
     x, t = mlp_data()
     fx, ft = flow.tensor(x), flow.tensor(t)
-    mlp = {"hand-written NumPy": numpy_mlp(x, t),
-           "toynet Eager": eager_step(*toynet_mlp_model(), fx, ft),
-           "toynet Graph": graph_step(*toynet_mlp_model(), fx, ft)}
+    mlp_builders = {"hand-written NumPy": lambda: numpy_mlp(x, t),
+                    "toynet Eager": lambda: eager_step(*toynet_mlp_model(), fx, ft),
+                    "toynet Graph": lambda: graph_step(*toynet_mlp_model(), fx, ft)}
+    mlp = {name: make() for name, make in mlp_builders.items()}
     if have_torch:
         mlp["PyTorch eager"] = torch_mlp(x, t)
     results["mlp"] = compare("MLP step (784-1024-1024-10, batch 128)", mlp, 3 if args.quick else 20,
-                             args.rounds, memory=True)
+                             args.rounds, memory=mlp_builders)
     print(f"\nthreads: {args.threads} for NumPy's BLAS" + (" and PyTorch" if have_torch else "")
           + ("; times are this thread's CPU time" if args.threads == 1 else "; times are wall-clock"))
     return results
