@@ -296,6 +296,30 @@ def test_batch_norm_matches_torch_over_several_steps(cls_name, shape, kwargs):
     np.testing.assert_allclose(ours(flow.tensor(x)).numpy(), expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("samples_per_chunk", [1, 2, 7])
+@pytest.mark.parametrize("shape", [(7, 3, 6, 4), (7, 3, 2)], ids=["long_rows", "short_rows"])
+def test_batch_norm_kernels_chunk_the_batch_without_changing_results(shape, samples_per_chunk, device, monkeypatch):
+    """The kernels go through the batch CHUNK_BYTES of rows at a time (7 samples: chunks of 1, of 2 with a
+    last one of 1, or all 7); every split gives PyTorch's output and gradients, on every device."""
+    torch = _torch()
+    from toynet.ops import norm
+
+    row_bytes = int(np.prod(shape[1:])) * 8  # float64
+    monkeypatch.setattr(norm, "CHUNK_BYTES", samples_per_chunk * row_bytes)
+    rng = np.random.default_rng(14)
+    x, g = rng.standard_normal(shape) * 3 + 2, rng.standard_normal(shape)
+    w, b = rng.uniform(0.5, 2, shape[1]), rng.standard_normal(shape[1])
+    ours = [flow.tensor(a, device=device, requires_grad=True) for a in (x, w, b)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    y = F.batch_norm(ours[0], None, None, ours[1], ours[2], training=True)
+    ty = torch.nn.functional.batch_norm(theirs[0], None, None, theirs[1], theirs[2], training=True)
+    y.backward(flow.tensor(g, device=device))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    for mine, ref in zip(ours, theirs):
+        np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
 def test_batch_norm_updates_buffers_in_place_and_counts_batches():
     """Running statistics change through copy_ (Graph mode records that as a state update), never by
     rebinding the buffers."""
