@@ -606,6 +606,14 @@ def test_renamed_by_passes_follows_names_through_every_pass():
     assert held and all(renamed.get(name, name) in names | {None} for name in held)
 
 
+def test_the_module_drawing_docstring_example_runs():
+    import doctest
+
+    from toynet.viz import draw_module
+
+    assert doctest.testmod(draw_module).failed == 0
+
+
 @pytest.fixture(scope="module")
 def mobilenet_graph():
     from toynet.viz.figures import mobilenet_graph
@@ -686,12 +694,15 @@ def test_record_options_op_steps_and_manual_groups():
         b = flow.randn(1, 3, requires_grad=True)
         rec.step("x, w, b")
         z = flow.matmul(x, w) + b
-        rec.step("z")
+        rec.step()  # labelled with its source
         y = flow.zeros(1, 3)
         l = flow.sum(1 / 2 * (z - y) ** 2)
         rec.step("loss")
         l.backward()  # backward's own ops are not part of the recorded program
-    assert [f.label for f in rec.frames] == ["x, w, b", "z", "loss"]
+    assert [f.label for f in rec.frames] == ["x, w, b", "z = flow.matmul(x, w) + b", "loss"]
+    whole, last = parse_dot(rec.drawing().source)[0], parse_dot(rec.frames[-1].dot)[0]
+    assert set(whole) == set(last) and not any(a.get("style") == "invis" for a in whole.values())
+    assert not any(a.get("color") == style.MARKS["highlight"][0]["color"] for a in whole.values())
     with viz.record(include_backward=True) as rec:
         l = flow.matmul(x, w).sum()
         l.backward()

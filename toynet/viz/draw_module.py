@@ -17,9 +17,28 @@ mirror of the module tree (dashed, "(backward)"), since a cluster holding both a
 backward ops would stretch over the whole picture; the optimizer's update ops in one cluster of their
 own, with the dashed update edges back to the state they replace.
 
+The three parts stack top to bottom: the edges from forward values to the backward and update ops that
+read them (activations kept for backward, parameters read by their update) are grey and do not rank the
+layout, and backward hangs from the loss by an invisible edge.
+
 ``depth=k`` draws each module ``k`` levels deep as one box (its name, class and op count) that holds
 everything inside it, its backward ops and its parameters' updates in boxes of their own: the way to
-read a big network by its blocks.
+read a big network by its blocks. Example::
+
+    >>> import toynet as flow
+    >>> class Infer(flow.nn.Graph):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.model = flow.nn.Sequential(flow.nn.Linear(3, 4), flow.nn.ReLU(), flow.nn.Linear(4, 1))
+    ...     def build(self, x):
+    ...         return self.model(x)
+    >>> graph = Infer()
+    >>> _ = graph(flow.randn(2, 3))
+    >>> drawing = flow.viz.draw(graph)             # every op, in clusters model, model.0, model.1, model.2
+    >>> "model.0: Linear(in_features=3, out_features=4, bias=True)" in drawing.source
+    True
+    >>> "3 ops" in flow.viz.draw(graph, depth=1).source   # the model as one box
+    True
 """
 
 from __future__ import annotations
@@ -156,15 +175,15 @@ class _ModuleDrawer:
         module = chain[-1] if chain else None
         self.phase_of[nid] = FORWARD
         self.chain_of[nid] = tuple(m.entry.name for m in chain)
-        value = self._resolve(entry.node)
-        if module is None and entry.tag == "INPUT":
-            self.id_of[entry.name] = nid  # a graph input's node has the entry's name
-        elif module is None and entry.tag == "OUTPUT":
+        value = self._resolve(entry.node)  # the graph node holding an INPUT's or OUTPUT's value
+        if entry.tag in ("PARAMETER", "BUFFER"):
+            self.id_of.setdefault(entry.name, nid)  # its state node is named after it
+        elif module is None and entry.tag == "INPUT":
+            self.id_of[entry.name] = nid  # so is a graph input's node
+        elif module is None:
             self.graph_outputs.append((nid, value))
-        elif entry.tag in ("INPUT", "OUTPUT") and value is not None:
+        elif value is not None:  # a module call's input or output: a port values pass through
             module.ports[entry.tag].setdefault(value, nid)
-        else:
-            self.id_of.setdefault(entry.name, nid)  # a parameter or buffer: its state's name
         if module is not None and module.box is not None:
             self.shown[nid] = module.box
             return
