@@ -16,29 +16,46 @@ The machine is shared and noisy, so every contender runs in this one process, in
 round, and the report gives the median over rounds of the *ratio* toynet / PyTorch (1.0 = as fast;
 lower is better) next to PyTorch's median time.
 
-Threads: NumPy's BLAS (OpenBLAS) uses every core by default, and so does PyTorch; both are given the
-same count, ``--threads`` (default: the number of cores), with ``torch.set_num_threads``.
-``--tune-allocator`` calls ``toynet.backend.tune_host_allocator()`` first (glibc keeps freed blocks).
+Threads: one by default (``--threads``), for NumPy's BLAS (``OPENBLAS_NUM_THREADS``, set before NumPy
+loads) and for PyTorch (``torch.set_num_threads``): on a loaded machine extra threads spin and wait.
+``--clock cpu`` times by the CPU time of this thread (``time.thread_time``), robust when other programs
+share the machine. ``--tune-allocator`` calls ``toynet.backend.tune_host_allocator()`` first.
 
-Run: ``python benchmarks/bench_conv_kernels.py [--rounds 9] [--steps] [--tune-allocator]``.
+The networks are ``bench_mobilenet``'s (the small conv net and MobileNetV2), so the kernel shapes here
+are those layers' and ``--steps`` times the same training steps.
+
+Run: ``python benchmarks/bench_conv_kernels.py [--rounds 9] [--clock cpu] [--steps] [--only conv2]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import sys
+
+if __name__ == "__main__":  # thread counts must be set before NumPy and PyTorch start their pools
+    _threads = "1"
+    for i, arg in enumerate(sys.argv):
+        if arg.startswith("--threads"):
+            _threads = arg.split("=", 1)[1] if "=" in arg else sys.argv[i + 1]
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = _threads
+
+import argparse
 import statistics
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_mobilenet  # the two networks and their training steps
 
 import toynet as flow
 from toynet.ops import OPS
 
 # (label, x shape, out channels, kernel, stride, padding, groups)
 CONVS = [
-    ("small conv1 3->32", (16, 3, 32, 32), 32, 3, 1, 1, 1),
-    ("small conv2 32->64", (16, 32, 32, 32), 64, 3, 1, 1, 1),
+    ("small conv1 3->16", (16, 3, 32, 32), 16, 3, 1, 1, 1),
+    ("small conv2 16->32", (16, 16, 32, 32), 32, 3, 1, 1, 1),
     ("mbv2 stem 3->32 s2", (64, 3, 32, 32), 32, 3, 2, 1, 1),
     ("mbv2 dw32 16x16", (64, 32, 16, 16), 32, 3, 1, 1, 32),
     ("mbv2 dw96 s2 16x16", (64, 96, 16, 16), 96, 3, 2, 1, 96),
@@ -54,7 +71,7 @@ CONVS = [
 ]
 # (label, x shape, op, attrs)
 POOLS = [
-    ("small maxpool 2x2", (16, 64, 32, 32), "max", {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}),
+    ("small maxpool 2x2", (16, 32, 32, 32), "max", {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}),
     ("maxpool 3x3 s2 p1", (16, 64, 32, 32), "max", {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
     ("avgpool 2x2", (16, 64, 32, 32), "avg", {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}),
     ("adaptive avg 1x1", (64, 1280, 2, 2), "adaptive", {"output_size": (1, 1)}),
@@ -152,6 +169,7 @@ def report_kernels(torch, rounds: int, only: str = "") -> None:
     totals = []
     cases = [(label, conv_contenders(torch, *rest)) for label, *rest in CONVS]
     cases += [(label, pool_contenders(torch, *rest)) for label, *rest in POOLS]
+    cases += [(label, batch_norm_contenders(torch, shape)) for label, shape in BATCH_NORMS]
     for label, passes in cases:
         if only not in label:
             continue
@@ -164,68 +182,40 @@ def report_kernels(torch, rounds: int, only: str = "") -> None:
     print(f"{'sum of medians':37} {theirs * 1e3:9.2f} {ours * 1e3:10.2f} {ours / theirs:6.2f}\n")
 
 
-# ------------------------------------------------------------------------------------ train steps
+# ------------------------------------------------------------------------------------ batch norm
+
+BATCH_NORMS = [("small bn 16 32x32", (16, 16, 32, 32)), ("mbv2 bn 96 16x16", (64, 96, 16, 16)),
+               ("mbv2 bn 144 8x8", (64, 144, 8, 8)), ("mbv2 bn 384 2x2", (64, 384, 2, 2))]
 
 
-def small_net(nn):
-    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
-                         nn.Conv2d(32, 64, 3, padding=1), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 16 * 16, 10))
-
-
-def torch_mobilenet_v2(nn, num_classes=10):
-    """torchvision's MobileNetV2 layout (stem stride 2), written out since torchvision is not installed."""
-    def cbr(i, o, k=3, s=1, g=1):
-        return [nn.Conv2d(i, o, k, s, (k - 1) // 2, groups=g, bias=False), nn.BatchNorm2d(o), nn.ReLU6()]
-
-    class Block(nn.Module):
-        def __init__(self, i, o, s, t):
-            super().__init__()
-            hidden = i * t
-            layers = (cbr(i, hidden, 1) if t != 1 else []) + cbr(hidden, hidden, 3, s, hidden)
-            self.conv = nn.Sequential(*layers, nn.Conv2d(hidden, o, 1, bias=False), nn.BatchNorm2d(o))
-            self.residual = s == 1 and i == o
-
-        def forward(self, x):
-            return x + self.conv(x) if self.residual else self.conv(x)
-
-    layers, c = cbr(3, 32, 3, 2), 32
-    for t, o, n, s in [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1],
-                       [6, 160, 3, 2], [6, 320, 1, 1]]:
-        for i in range(n):
-            layers.append(Block(c, o, s if i == 0 else 1, t))
-            c = o
-    layers += cbr(c, 1280, 1)
-    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(1280, num_classes))
-
-
-def step_contenders(torch, which: str, batch: int):
+def batch_norm_contenders(torch, shape):
+    """Training-mode batch norm, forward and backward: toynet's four ops against ATen's two."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((batch, 3, 32, 32), dtype=np.float32)
-    t = rng.integers(0, 10, batch)
-    if which == "small":
-        ours, theirs = small_net(flow.nn), small_net(torch.nn)
-    else:
-        from toynet.vision.models import mobilenet_v2
-        ours, theirs = mobilenet_v2(num_classes=10), torch_mobilenet_v2(torch.nn)
+    x, g = rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32)
+    w, b = np.ones(shape[1], np.float32), np.zeros(shape[1], np.float32)
+    tx, tg, tw, tb = (torch.from_numpy(a) for a in (x, g, w, b))
+    running = (torch.zeros(shape[1]), torch.ones(shape[1]))
 
-    def make(L, model, x, t):
-        opt = L.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        loss_fn = L.nn.CrossEntropyLoss()
+    def ours():
+        mean, var = OPS["batch_norm_stats"].forward(np, x)
+        OPS["batch_norm"].forward(np, x, mean, var, w, b)
+        sums = OPS["batch_norm_grad_stats"].forward(np, g, x, mean)
+        OPS["batch_norm_grad_input"].forward(np, g, x, mean, var, sums, w)
 
-        def step():
-            loss = loss_fn(model(x), t)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return step
-    return {"toynet": make(flow, ours, flow.tensor(x), flow.tensor(t)),
-            "torch": make(torch, theirs, torch.from_numpy(x), torch.from_numpy(t))}
+    def theirs():
+        _, mean, invstd = torch.ops.aten.native_batch_norm(tx, tw, tb, *running, True, 0.1, 1e-5)
+        torch.ops.aten.native_batch_norm_backward(tg, tx, tw, *running, mean, invstd, True, 1e-5, [True] * 3)
+    return {"fwd+bwd": (ours, theirs)}
+
+
+# ------------------------------------------------------------------------------------ train steps
 
 
 def report_steps(torch, rounds: int) -> None:
     print(f"{'training step':32} {'torch ms':>9} {'toynet ms':>10} {'ratio':>6}")
-    for which, batch, label in [("small", 16, "small conv net, batch 16"), ("mbv2", 64, "MobileNetV2, batch 64")]:
-        result = race(step_contenders(torch, which, batch), "torch", rounds)
+    for workload, label in [("convnet", "small conv net, batch 16"), ("mobilenet", "MobileNetV2, batch 64")]:
+        steps = {kind: bench_mobilenet.make_step(kind, workload) for kind in ("eager", "torch")}
+        result = race({"toynet": steps["eager"], "torch": steps["torch"]}, "torch", rounds)
         (t_ours, ratio), (t_torch, _) = result["toynet"], result["torch"]
         print(f"{label:32} {t_torch * 1e3:9.1f} {t_ours * 1e3:10.1f} {ratio:6.2f}", flush=True)
 
@@ -233,14 +223,14 @@ def report_steps(torch, rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", action="store_true", help="also time whole training steps")
     parser.add_argument("--no-kernels", action="store_true", help="skip the per-kernel table")
     parser.add_argument("--only", default="", help="time only the kernels whose label contains this text")
     parser.add_argument("--tune-allocator", action="store_true", help="call backend.tune_host_allocator() first")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="cpu: time.thread_time, robust on a busy machine; use with --threads 1 and "
-                             "OPENBLAS_NUM_THREADS=1 so that all work runs in this thread")
+                        help="cpu: time.thread_time, robust on a busy machine (exact with --threads 1, where "
+                             "all work runs in this thread)")
     args = parser.parse_args()
     global CLOCK
     CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter

@@ -14,8 +14,12 @@ tensors over:
   sends the gradient through the ``== max`` masks kept from the forward;
 * cross-entropy from a max-shifted log-sum-exp; SGD ``p -= lr * g`` in place.
 
-It is the yardstick for toynet's kernels: a framework whose ops are pure (no hidden state) and whose
-backward is built from ops should come close to it, and PyTorch's C++ kernels show what is left.
+It is the yardstick the issue set for toynet's kernels (a framework whose ops are pure and whose
+backward is built from ops should come close to it), and PyTorch's C++ kernels show what is left.
+toynet now beats it: its kernels build im2col a few images at a time, in cache, while this
+whole-batch ``cols`` (10 MB for the second convolution) lives in main memory and its fresh 10 MB
+temporaries cost page faults on every step (``--tune-allocator`` shows how much: glibc then keeps
+freed blocks for reuse).
 
 **Timing.** One BLAS thread (``OPENBLAS_NUM_THREADS=1`` is set before NumPy loads) and
 ``torch.set_num_threads(1)``; every contender runs in this one process, interleaved round by round,
@@ -33,7 +37,7 @@ and per ATen op for PyTorch (its profiler's self CPU time).
 The hand-written step is checked first against toynet Eager (same weights, same batch: same loss and
 gradients), so the yardstick computes the same thing.
 
-Run: ``python benchmarks/bench_conv_numpy.py [--rounds 15] [--steps 5] [--breakdown]``.
+Run: ``python benchmarks/bench_conv_numpy.py [--rounds 15] [--steps 5] [--breakdown] [--tune-allocator]``.
 """
 
 from __future__ import annotations
