@@ -171,8 +171,17 @@ class Tensor:
     @classmethod
     def wrap(cls, array: Any, device: Device, requires_grad: bool = False) -> "Tensor":
         """Make a tensor around an existing device array (no copy)."""
+        return cls._make(array, None, device, requires_grad)
+
+    @classmethod
+    def lazy(cls, node: Any, requires_grad: bool = False) -> "Tensor":
+        """Make a lazy tensor: it stands for the value a static graph ``node`` will compute."""
+        return cls._make(None, node, node.device, requires_grad)
+
+    @classmethod
+    def _make(cls, array: Any, node: Any, device: Device, requires_grad: bool) -> "Tensor":
         t = cls.__new__(cls)
-        t.array, t.node, t.device, t.requires_grad = array, None, device, requires_grad
+        t.array, t.node, t.device, t.requires_grad = array, node, device, requires_grad
         t.grad = t.grad_fn = t.name = None
         return t
 

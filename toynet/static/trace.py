@@ -56,15 +56,7 @@ def user_source(max_frames: int = 1) -> str:
 
 
 def lazy_tensor(node: Node, requires_grad: bool = False) -> Tensor:
-    t = Tensor.__new__(Tensor)
-    t.array = None
-    t.node = node
-    t.device = node.device
-    t.requires_grad = requires_grad
-    t.grad = None
-    t.grad_fn = None
-    t.name = None
-    return t
+    return Tensor.lazy(node, requires_grad)
 
 
 class StateInfo:

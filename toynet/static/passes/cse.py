@@ -28,21 +28,17 @@ def _run(graph: Graph, report: PassReport) -> Graph:
         node.redirect_inputs(replaced)
         if node.kind == OP and not node.op.random:
             key = _key(node)
-            first = seen.get(key)
-            if first is not None:
-                replaced[id(node)] = first
-                report.merged[node.name] = first.name
-                continue
-            seen[key] = node
         elif node.kind == CONSTANT and node.value is not None and node.value.size == 1:
             # Small constants with equal values (1.0 seeds, scales) merge too, so ops reading them can.
             key = ("constant", node.dtype.name, tuple(node.shape), node.value.reshape(()).item())
-            first = seen.get(key)
-            if first is not None:
+        else:
+            key = None
+        if key is not None:
+            first = seen.setdefault(key, node)
+            if first is not node:
                 replaced[id(node)] = first
                 report.merged[node.name] = first.name
                 continue
-            seen[key] = node
         kept.append(node)
     graph.nodes = kept
     graph.redirect_roots(replaced)
