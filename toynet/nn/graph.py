@@ -35,6 +35,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .. import autograd, backend
+from ..static.arguments import flatten_output, rebuild_output, signature, tensors_in
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
 from ..static.passes import PASS_NAMES, optimize
@@ -278,7 +279,7 @@ class Graph(GraphStateMixin):
         self._check_initialized()
         compiled = self._same_call(args, kwargs)
         if compiled is None:
-            key = _signature(args, kwargs)
+            key = signature(args, kwargs)
             compiled = self._compiled.get(key)
             if compiled is None:
                 if self._compiled:
@@ -310,14 +311,14 @@ class Graph(GraphStateMixin):
         for binding in self._optimizers:
             binding.feed_learning_rates()
         inputs = [t.array for t in args] if not kwargs and all(type(a) is Tensor for a in args) \
-            else [t.array for t in _flatten_tensors((args, kwargs))]
+            else [t.array for t in tensors_in((args, kwargs))]
         outputs = compiled.plan.run(inputs, [t.array for t in compiled.state_tensors])
         device = compiled.plan.device
         structure = compiled.traced.output_structure
         if structure == ("T",):  # build() returned one tensor: the common case, without the tree walk
             result = Tensor.wrap(outputs[0], device)
         else:
-            result = _unflatten(structure, iter([Tensor.wrap(a, device) for a in outputs]))
+            result = rebuild_output(structure, iter([Tensor.wrap(a, device) for a in outputs]))
         for binding in self._optimizers:
             if binding.lr_scheduler is not None:
                 binding.lr_scheduler.step()
@@ -352,7 +353,7 @@ class Graph(GraphStateMixin):
                 debug.log(1, entry.header())
             with autograd.enable_grad():
                 result = self.build(*lazy_args, **lazy_kwargs)
-            flat_out, structure = _flatten_output(result)
+            flat_out, structure = flatten_output(result)
             graph.output_structure = structure
             for i, out in enumerate(flat_out):
                 lazy = tracer.lazy(out)
@@ -434,43 +435,12 @@ class Graph(GraphStateMixin):
         return self._train_step
 
 
-# ----------------------------------------------------------------------------------- argument trees
+# ---------------------------------------------------------------------------------------- helpers
 
 
 def _tensor_module():
     import importlib
     return importlib.import_module("toynet.tensor")
-
-
-def _signature(args: tuple, kwargs: dict) -> Any:
-    """What a compiled plan depends on: every tensor's shape, dtype and device, every other value."""
-    if not kwargs and all(type(a) is Tensor and a.node is None for a in args):
-        # The common call, graph(x, y): cheap enough to run on every call.
-        return tuple((a.array.shape, a.array.dtype, a.device) for a in args)
-
-    def sig(v: Any) -> Any:
-        if isinstance(v, Tensor):
-            return ("T", tuple(v.shape), v.dtype.name, str(v.device))
-        if isinstance(v, (tuple, list)):
-            return (type(v).__name__,) + tuple(sig(x) for x in v)
-        if isinstance(v, dict):
-            return ("dict",) + tuple((k, sig(x)) for k, x in v.items())
-        try:
-            hash(v)
-            return ("V", v)
-        except TypeError:
-            return ("V", repr(v))
-    return sig((args, kwargs))
-
-
-def _flatten_tensors(value: Any) -> list[Tensor]:
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _flatten_tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _flatten_tensors(v)]
-    return []
 
 
 def _to_lazy(value: Any, tracer: Tracer, prefix: str, entries: list) -> Any:
@@ -491,31 +461,3 @@ def _to_lazy(value: Any, tracer: Tracer, prefix: str, entries: list) -> Any:
     if value is not None and not isinstance(value, (int, float, str, bool)):
         entries.append(value_entry("INPUT", f"{prefix}_{len(entries)}", value))
     return value
-
-
-def _flatten_output(value: Any) -> tuple[list[Tensor], Any]:
-    """Tensors of build()'s return value, and a structure to rebuild it from the outputs."""
-    tensors: list[Tensor] = []
-
-    def walk(v: Any) -> Any:
-        if isinstance(v, Tensor):
-            tensors.append(v)
-            return ("T",)
-        if isinstance(v, (tuple, list)):
-            return (type(v).__name__, [walk(x) for x in v])
-        if isinstance(v, dict):
-            return ("dict", [(k, walk(x)) for k, x in v.items()])
-        return ("V", v)
-    return tensors, walk(value)
-
-
-def _unflatten(structure: Any, tensors: Any) -> Any:
-    kind = structure[0]
-    if kind == "T":
-        return next(tensors)
-    if kind == "V":
-        return structure[1]
-    if kind == "dict":
-        return {k: _unflatten(s, tensors) for k, s in structure[1]}
-    items = [_unflatten(s, tensors) for s in structure[1]]
-    return tuple(items) if kind == "tuple" else items
