@@ -76,15 +76,14 @@ class OptimizerBinding:
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         self.lr_tensors: list[Tensor] = []
-        self._fed: list[float] = []
+        self._fed: list = []   # the learning rates last copied into lr_tensors
 
     def feed_learning_rates(self) -> None:
         """Copy each group's current ``lr`` (a scheduler may have changed it) into the plan's input."""
-        groups = self.optimizer.param_groups
-        if self._fed != [g["lr"] for g in groups]:
-            for group, tensor in zip(groups, self.lr_tensors):
+        for i, (group, tensor) in enumerate(zip(self.optimizer.param_groups, self.lr_tensors)):
+            if self._fed[i] != group["lr"]:
                 tensor.array[...] = group["lr"]
-            self._fed = [g["lr"] for g in groups]
+                self._fed[i] = group["lr"]
 
 
 class CompiledGraph:
@@ -277,8 +276,10 @@ class Graph(GraphStateMixin):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._check_initialized()
-        compiled = self._same_call(args, kwargs)
-        if compiled is None:
+        same = self._same_call(args, kwargs)
+        if same is not None:
+            compiled, inputs = same
+        else:
             key = signature(args, kwargs)
             compiled = self._compiled.get(key)
             if compiled is None:
@@ -286,32 +287,31 @@ class Graph(GraphStateMixin):
                     self._debug.log(1, f"{self._debug.tag} got a new input shape, is compiling a new graph.")
                 compiled = self._compile(args, kwargs, key)
                 self._compiled[key] = compiled
-            self.__dict__["_last_call"] = (compiled, args, [a.array for a in args if type(a) is Tensor])
+            inputs = [t.array for t in tensors_in((args, kwargs))]
+            flat = not kwargs and all(type(a) is Tensor for a in args)
+            self.__dict__["_last_call"] = (compiled, args, inputs) if flat else None
         self.__dict__["_last"] = compiled
         try:
-            return self._run(compiled, args, kwargs)
+            return self._run(compiled, inputs)
         except Exception as error:
             print(f"[ERROR]{self._debug.tag} run got error: {type(error)} {error}")
             raise
 
-    def _same_call(self, args: tuple, kwargs: dict) -> "CompiledGraph | None":
-        """The plan of the previous call if this call passes the very same tensors holding the very same
-        arrays (a training loop over fixed data): then nothing about the inputs can have changed."""
+    def _same_call(self, args: tuple, kwargs: dict) -> "tuple[CompiledGraph, list] | None":
+        """The previous call's plan and input arrays if this call passes the very same tensors holding the
+        very same arrays (a training loop over fixed data): then nothing about the inputs can have changed."""
         last = self.__dict__.get("_last_call")
         if last is None or kwargs or len(args) != len(last[1]):
             return None
-        compiled, last_args, last_arrays = last
-        arrays = iter(last_arrays)
-        for a, b in zip(args, last_args):
-            if a is not b or (type(a) is Tensor and a.array is not next(arrays)):
+        compiled, last_args, arrays = last
+        for a, b, array in zip(args, last_args, arrays):
+            if a is not b or a.array is not array:
                 return None
-        return compiled
+        return compiled, arrays
 
-    def _run(self, compiled: CompiledGraph, args: tuple, kwargs: dict) -> Any:
+    def _run(self, compiled: CompiledGraph, inputs: list) -> Any:
         for binding in self._optimizers:
             binding.feed_learning_rates()
-        inputs = [t.array for t in args] if not kwargs and all(type(a) is Tensor for a in args) \
-            else [t.array for t in tensors_in((args, kwargs))]
         outputs = compiled.plan.run(inputs, [t.array for t in compiled.state_tensors])
         device = compiled.plan.device
         structure = compiled.traced.output_structure
@@ -402,7 +402,7 @@ class Graph(GraphStateMixin):
                         binding.lr_tensors and binding.lr_tensors[0].device != device):
                     binding.lr_tensors = [Tensor(float(g["lr"]), dtype=backend.float32, device=device)
                                           for g in optimizer.param_groups]
-                    binding._fed = []
+                    binding._fed = [None] * len(optimizer.param_groups)
                 for g_index, group in enumerate(optimizer.param_groups):
                     lr = tracer.add_state(f"System-Train-LearningRate-{i}-{g_index}", "system",
                                           binding.lr_tensors[g_index])
