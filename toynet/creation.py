@@ -11,7 +11,7 @@ from typing import Any
 
 from . import backend
 from .backend import CPU
-from .tensor import Tensor, _is_float_data, _shape_arg, current_tracer
+from .tensor import Tensor, _shape_arg, current_tracer
 
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Make a tensor from data (numbers, nested lists, NumPy arrays, tensors), copying it."""

@@ -67,7 +67,7 @@ def pass_picture(before: Graph, after: Graph, removed: Iterable[str] | None = No
 
     for name in removed:
         mark(before_ids, name, "removed")
-    for old, new_name in fused_away.items():
+    for old in fused_away:
         mark(before_ids, old, "fused_away")
     for new_name, olds in fused.items():
         mark(after_ids, new_name, "fused")
