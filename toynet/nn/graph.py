@@ -105,7 +105,12 @@ class CompiledGraph:
 
 
 class Graph(GraphStateMixin):
-    """Base class of user graphs. Subclasses call ``super().__init__()`` and define ``build``."""
+    """Base class of user graphs. Subclasses call ``super().__init__()`` and define ``build``.
+
+    Unlike OneFlow, which wraps assigned modules in proxies, ``graph.model`` is the very module you
+    assigned: ``graph.model.state_dict()`` works and is that module's own state dict (without the training
+    state ``graph.state_dict()`` adds).
+    """
 
     _child_init_cnt: dict[str, int] = {}
 
