@@ -51,6 +51,7 @@ import tracemalloc
 import numpy as np
 
 import toynet as flow
+from bench_steps import eager_step, graph_step  # the same Eager and Graph training steps as there
 from toynet import nn
 from toynet.vision.models import InvertedResidual, MobileNetV2, mobilenet_v2
 
@@ -164,30 +165,8 @@ def make_step(kind: str, workload: str, model=None):
     loss_fn = nn.CrossEntropyLoss()
     optimizer = flow.optim.SGD(model.parameters(), lr=1e-3)
     if kind == "eager":
-        def eager_step():
-            loss = loss_fn(model(fx), fy)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            return loss
-        return eager_step
-
-    class TrainGraph(flow.nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.loss_fn = loss_fn
-            self.add_optimizer(optimizer)
-
-        def build(self, x, y):
-            loss = self.loss_fn(self.model(x), y)
-            loss.backward()
-            return loss
-    graph = TrainGraph()
-
-    def graph_step():
-        return graph(fx, fy)
-    return graph_step
+        return eager_step(model, loss_fn, optimizer, fx, fy)
+    return graph_step(model, loss_fn, optimizer, fx, fy)
 
 
 # ------------------------------------------------------------------------------------------- timing
