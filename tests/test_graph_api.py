@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from graphs import InferenceGraph, TrainGraph
 
 import toynet as flow
 from toynet import nn
@@ -129,28 +130,6 @@ def conv_batch(n=6, seed=0):
     x = flow.tensor(rng.standard_normal((n, 3, 8, 8)).astype(np.float32))
     y = flow.tensor(rng.integers(0, 5, n), dtype=flow.int64)
     return x, y
-
-
-class InferenceGraph(nn.Graph):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def build(self, x):
-        return self.model(x)
-
-
-class TrainGraph(nn.Graph):
-    def __init__(self, model, loss_fn, optimizer):
-        super().__init__()
-        self.model = model
-        self.loss_fn = loss_fn
-        self.add_optimizer(optimizer)
-
-    def build(self, x, y):
-        loss = self.loss_fn(self.model(x), y)
-        loss.backward()
-        return loss
 
 
 def test_conv_net_training_graph_matches_eager_step_by_step():

@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from graphs import InferenceGraph, TrainGraph
 
 import toynet as flow
 from toynet import nn
@@ -28,35 +29,13 @@ class SmallConvNet(nn.Module):
         return self.classifier(self.features(x)).softmax(dim=1)
 
 
-class Inference(nn.Graph):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def build(self, x):
-        return self.model(x)
-
-
-class LinearTrainGraph(nn.Graph):
-    def __init__(self, model, loss_fn, optimizer):
-        super().__init__()
-        self.model = model
-        self.loss_fn = loss_fn
-        self.add_optimizer(optimizer)
-
-    def build(self, x, y):
-        loss = self.loss_fn(self.model(x), y)
-        loss.backward()
-        return loss
-
-
 def conv_graph():
     flow.manual_seed(0)
     model = SmallConvNet()
     for _ in range(2):                      # running statistics that are not 0 and 1
         model(flow.randn(4, 3, 8, 8))
     model.eval()
-    return Inference(model)
+    return InferenceGraph(model)
 
 
 def poly_graph():
@@ -65,7 +44,7 @@ def poly_graph():
     xx = flow.cat([x.unsqueeze(-1).pow(1), x.unsqueeze(-1).pow(2), x.unsqueeze(-1).pow(3)], dim=1)
     flow.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 1), nn.Flatten(0, 1))
-    graph = LinearTrainGraph(model, nn.MSELoss(reduction="sum"), flow.optim.SGD(model.parameters(), lr=1e-5))
+    graph = TrainGraph(model, nn.MSELoss(reduction="sum"), flow.optim.SGD(model.parameters(), lr=1e-5))
     return graph, xx, y
 
 
