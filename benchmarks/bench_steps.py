@@ -74,6 +74,7 @@ def toynet_poly_model():
 
 
 def eager_step(model, loss_fn, optimizer, x, y):
+    """One training step, written as in the tutorials; PyTorch's objects fit it too."""
     def step():
         loss = loss_fn(model(x), y)
         optimizer.zero_grad()
@@ -108,15 +109,7 @@ def torch_poly(xx, y):
     model = torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0, 1))
     loss_fn = torch.nn.MSELoss(reduction="sum")
     opt = torch.optim.SGD(model.parameters(), lr=1e-6)
-    tx, ty = torch.from_numpy(xx), torch.from_numpy(y)
-
-    def step():
-        loss = loss_fn(model(tx), ty)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+    return eager_step(model, loss_fn, opt, torch.from_numpy(xx), torch.from_numpy(y))  # the same loop
 
 
 # ------------------------------------------------------------------------------------------- MLP
@@ -195,15 +188,7 @@ def torch_mlp(x, t):
     model = torch.nn.Sequential(*layers)
     loss_fn = torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    tx, tt = torch.from_numpy(x), torch.from_numpy(t)
-
-    def step():
-        loss = loss_fn(model(tx), tt)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+    return eager_step(model, loss_fn, opt, torch.from_numpy(x), torch.from_numpy(t))
 
 
 # ---------------------------------------------------------------------------------------- harness
