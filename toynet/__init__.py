@@ -12,8 +12,9 @@ from .backend import (  # noqa: F401
     float16, float32, float64, int8, int32, int64, uint8,
     manual_seed,
 )
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
+from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .tensor import Tensor  # noqa: F401
+from . import tensor_methods, tensor_shapes  # noqa: F401,E402  (attach Tensor's op methods)
 from .creation import (  # noqa: F401
     arange, from_numpy, full, full_like, is_tensor, linspace, ones, ones_like, rand, randint, randn, tensor,
     zeros, zeros_like,
@@ -37,6 +38,6 @@ class cuda:  # noqa: N801  (a namespace, as flow.cuda / torch.cuda)
 __version__ = "0.1.0"
 
 from . import nn  # noqa: E402,F401
-from . import viz  # noqa: E402,F401
 from . import optim, utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
+from . import viz  # noqa: E402,F401  (last: it registers notebook display on the classes above)

@@ -22,13 +22,11 @@ tensors.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Iterable, Sequence
 
-from . import backend
-
-# Grad mode is one global switch; `apply` reads it on every op, so keep it a plain module attribute.
-_enabled = True
+from . import backend, mode
+# Grad mode lives in toynet.mode (every layer reads it); toynet.autograd.no_grad is kept as in PyTorch.
+from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 
 
 class GradFn:
@@ -62,67 +60,10 @@ class GradFn:
         return f"<{self.name}>"
 
 
-# --------------------------------------------------------------------------------------- grad mode
-
-
-class _GradMode:
-    """Context manager and decorator that sets grad mode for a block and restores it after."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.previous: list[bool] = []
-
-    def __enter__(self) -> None:
-        global _enabled
-        self.previous.append(_enabled)
-        _enabled = self.enabled
-
-    def __exit__(self, *exc: Any) -> None:
-        global _enabled
-        _enabled = self.previous.pop()
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with _GradMode(self.enabled):
-                return fn(*args, **kwargs)
-        return wrapper
-
-
-def no_grad() -> _GradMode:
-    """Ops inside ``with toynet.no_grad():`` record nothing (evaluation, optimizer updates)."""
-    return _GradMode(False)
-
-
-def enable_grad() -> _GradMode:
-    return _GradMode(True)
-
-
-def set_grad_enabled(mode: bool) -> _GradMode:
-    """Set grad mode now; usable as a context manager that restores the old mode on exit."""
-    global _enabled
-    manager = _GradMode(mode)
-    manager.previous.append(_enabled)
-    _enabled = mode
-
-    class _Restore:
-        def __enter__(self):
-            return None
-
-        def __exit__(self, *exc):
-            global _enabled
-            _enabled = manager.previous.pop()
-    return _Restore()
-
-
-def is_grad_enabled() -> bool:
-    return _enabled
-
-
 # ----------------------------------------------------------------------------------------- the walk
 
 
-def _reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
+def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
     """All grad_fns reachable from ``roots``, each after every grad_fn that consumes its output.
 
     Iterative depth-first search: a node is appended once all its inputs' nodes are appended (post
@@ -160,7 +101,6 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     gradient reaching each captured tensor is returned instead (``toynet.autograd.grad``).
     ``on_vjp(fn)`` is told which record's vjp runs next (Graph mode names backward nodes after it).
     """
-    global _enabled
     grads: dict[int, Any] = {}           # id(grad_fn) -> gradient of that grad_fn's output
     leaf_grads: dict[int, Any] = {}      # id(leaf tensor) -> gradient, when capturing
     # id(grad_fn) -> its output tensor, for ops whose vjp reads the output (exp, softmax...). GradFn holds
@@ -183,9 +123,9 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     captured_fns = {id(t.grad_fn): i for i, t in enumerate(capture or ()) if t.grad_fn is not None}
     results: list[Any] = [None] * len(capture or ())
 
-    previous_mode, _enabled = _enabled, create_graph
+    previous_mode, mode.grad_enabled = mode.grad_enabled, create_graph
     try:
-        for fn in _reverse_topological_order(root.grad_fn for root in roots if root.grad_fn is not None):
+        for fn in reverse_topological_order(root.grad_fn for root in roots if root.grad_fn is not None):
             grad = grads.pop(id(fn), None)
             if grad is None:
                 continue  # no path from the roots carries a gradient here
@@ -218,7 +158,7 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                 fn.inputs = None
                 fn.output_ref = None
     finally:
-        _enabled = previous_mode
+        mode.grad_enabled = previous_mode
 
     if capture is None:
         return None
@@ -226,27 +166,6 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
         if t.grad_fn is None:
             results[i] = leaf_grads.get(id(t))
     return results
-
-
-_MODULES: dict[str, Any] = {}
-
-
-def _module(name: str) -> Any:
-    """A toynet module that imports this one (tensor, creation): fetched once, at first use (an import
-    statement inside a function costs a microsecond on every backward)."""
-    module = _MODULES.get(name)
-    if module is None:
-        import importlib
-        module = _MODULES[name] = importlib.import_module(name)
-    return module
-
-
-def _tensor_module() -> Any:
-    return _module("toynet.tensor")
-
-
-def _creation_module() -> Any:
-    return _module("toynet.creation")
 
 
 def _add(total: Any, g: Any) -> Any:
@@ -271,13 +190,17 @@ def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool, adopted: set | None)
         leaf.grad = leaf.grad + g
 
 
-def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what: str) -> list[Any]:
-    Tensor, ones_like = _tensor_module().Tensor, _creation_module().ones_like
+def _is_tensor(x: Any) -> bool:
+    return hasattr(x, "grad_fn") and hasattr(x, "new_tensor")
 
+
+def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what: str) -> list[Any]:
+    # This module sits below Tensor, so it never names the class: seeds are made by the tensors themselves
+    # (t.new_ones / t.new_tensor: same dtype and device, and a lazy tensor's seed is a node in its graph).
     grads = []
     for i, t in enumerate(tensors):
         g = None if grad_tensors is None else grad_tensors[i]
-        if not isinstance(t, Tensor):
+        if not _is_tensor(t):
             raise TypeError(f"{what}: expected tensors, got {type(t).__name__}")
         if not t.requires_grad:
             raise RuntimeError(
@@ -290,9 +213,9 @@ def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what
                     f"{what}: the tensor has shape {tuple(t.shape)}; without a gradient argument "
                     "backward() needs a one-element tensor such as a loss. Reduce it first "
                     "(t.sum() or t.mean()) or pass gradient=toynet.ones_like(t).")
-            g = ones_like(t)
-        elif not isinstance(g, Tensor):
-            g = Tensor(g, dtype=t.dtype, device=t.device)
+            g = t.new_ones(t.shape)
+        elif not _is_tensor(g):
+            g = t.new_tensor(g)
         if tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"{what}: gradient of shape {tuple(g.shape)} given for a tensor of shape "
                                f"{tuple(t.shape)}; they must match")
@@ -309,7 +232,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     root_grads = _root_grads(tensors, grad_tensors, "backward")
     if any(t.is_lazy for t in tensors):
         # Inside nn.Graph.build: the tracer runs this same engine on lazy tensors (symbolic autodiff).
-        _tensor_module().current_tracer().backward(tensors, root_grads, retain_graph, create_graph)
+        mode.current_tracer().backward(tensors, root_grads, retain_graph, create_graph)
         return
     run_backward(tensors, root_grads, retain_graph=create_graph if retain_graph is None else retain_graph,
                  create_graph=create_graph)

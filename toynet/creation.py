@@ -11,7 +11,8 @@ from typing import Any
 
 from . import backend
 from .backend import CPU
-from .tensor import Tensor, _shape_arg, current_tracer
+from .ops.shape import shape_arg as _shape_arg
+from .tensor import Tensor
 
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Make a tensor from data (numbers, nested lists, NumPy arrays, tensors), copying it."""
@@ -54,11 +55,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, device: Any = None, req
 
 
 def _like(t: Tensor, value: Any, dtype: Any) -> Tensor:
-    if t.node is not None:
-        return current_tracer().full_like(t, value, dtype)
-    if dtype is None:  # the common case (every backward's seed): no conversions needed
-        return Tensor.wrap(t.device.xp.full(t.array.shape, value, dtype=t.array.dtype), t.device)
-    return _filled(t.shape, value, dtype, t.device, False)
+    return t.new_full(t.shape, value, dtype)
 
 
 def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:

@@ -15,35 +15,15 @@ arrays (eager) or hands the call to the active tracer (lazy), and records the ``
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterator, Sequence
 
-from . import autograd, backend
+from . import autograd, backend, mode
 from .autograd import GradFn
 from .backend import CPU, Device, DType
-from .ops import OPS, ShapeError
+from .ops import ShapeError
 from .ops import _op as op_base
-
-# ------------------------------------------------------------------------------------ tracing hooks
-
-# Set by toynet.static while nn.Graph.build runs; every op then goes to the tracer instead of computing.
-_tracer: Any = None
-# Callbacks told about every eager op (toynet.viz.record uses this to animate graph construction).
-_observers: list = []
-
-
-def set_tracer(tracer: Any) -> Any:
-    """Install (or, with ``None``, remove) the tracer that records ops; returns the previous one."""
-    global _tracer
-    previous, _tracer = _tracer, tracer
-    return previous
-
-
-def current_tracer() -> Any:
-    if _tracer is None:
-        raise RuntimeError("this lazy tensor belongs to an nn.Graph trace that has ended; lazy tensors "
-                           "exist only inside nn.Graph.build()")
-    return _tracer
-
+from .ops.shape import shape_arg
 
 # ------------------------------------------------------------------------------------------ the door
 
@@ -55,15 +35,15 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
     mode is on and an input requires grad. While an ``nn.Graph`` is being traced: hand the call to the
     tracer, which adds a node to the graph and returns a lazy tensor.
     """
-    if _tracer is not None:
-        return _tracer.apply(op, inputs, attrs)
+    if mode.tracer is not None:
+        return mode.tracer.apply(op, inputs, attrs)
     device = None
     requires_grad = False
     args = []
     for x in inputs:
         if isinstance(x, Tensor):
             if x.array is None:
-                current_tracer()  # raises: a lazy tensor escaped its trace
+                mode.current_tracer()  # raises: a lazy tensor escaped its trace
             if device is None:
                 device = x.device
             elif x.device is not device and x.device != device:
@@ -94,14 +74,14 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
     result.name = None
     # Only float results carry gradients: comparisons, argmax and the like give bool/int tensors that
     # end the graph, as in PyTorch.
-    if requires_grad and autograd._enabled and out.dtype.kind == "f":  # a floating-point result
+    if requires_grad and mode.grad_enabled and out.dtype.kind == "f":  # a floating-point result
         result.requires_grad = True
         result.grad_fn = GradFn(op, inputs, attrs, result._weakref() if op.saves_output else None)
     else:
         result.requires_grad = False
         result.grad_fn = None
-    if _observers:
-        for observer in _observers:
+    if mode.op_observers:
+        for observer in mode.op_observers:
             observer(op, inputs, attrs, result)
     return result
 
@@ -186,7 +166,6 @@ class Tensor:
         return t
 
     def _weakref(self):
-        import weakref
         return weakref.ref(self)
 
     # ------------------------------------------------------------------------------ what it is
@@ -289,13 +268,6 @@ class Tensor:
         from .printing import tensor_repr
         return tensor_repr(self)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        """In a notebook, a tensor with a grad_fn also shows its autograd graph (see toynet.viz.jupyter)."""
-        if self.grad_fn is None or self.node is not None:
-            return None
-        from .viz.jupyter import tensor_mimebundle
-        return tensor_mimebundle(self, include, exclude)
-
     def __iter__(self) -> Iterator["Tensor"]:
         for i in range(len(self)):
             yield self[i]
@@ -319,7 +291,7 @@ class Tensor:
     def detach(self) -> "Tensor":
         """A tensor sharing this one's data but cut from the graph (no grad_fn, no requires_grad)."""
         if self.node is not None:
-            return current_tracer().detach(self)
+            return mode.current_tracer().detach(self)
         return Tensor.wrap(self.array, self.device)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
@@ -333,6 +305,33 @@ class Tensor:
     def retain_grad(self) -> None:
         raise NotImplementedError("retain_grad is not supported; use toynet.autograd.grad(loss, tensor)")
 
+    # ------------------------------------------------------------------ new tensors like this one
+
+    def new_tensor(self, data: Any) -> "Tensor":
+        """A new tensor from ``data`` with this tensor's dtype and device."""
+        return Tensor(data, dtype=self.dtype, device=self.device)
+
+    def new_full(self, size: Sequence[int], fill_value: Any, dtype: Any = None) -> "Tensor":
+        """A tensor of ``size`` filled with ``fill_value``, on this tensor's device (and dtype unless given).
+
+        Inside ``nn.Graph.build`` the new tensor is a constant of the graph being traced (the seed
+        ``loss.backward()`` starts from, for instance).
+        """
+        size = tuple(size)
+        if self.node is not None:
+            if size != tuple(self.shape):
+                raise RuntimeError(f"new_full: inside nn.Graph.build() a new tensor must have the shape of the "
+                                   f"one it is made from, {tuple(self.shape)}; got {size}")
+            return mode.current_tracer().full_like(self, fill_value, dtype)
+        array_dtype = self.array.dtype if dtype is None else backend.to_dtype(dtype).array_dtype
+        return Tensor.wrap(self.device.xp.full(size, fill_value, dtype=array_dtype), self.device)
+
+    def new_ones(self, *size: Any) -> "Tensor":
+        return self.new_full(shape_arg(size), 1)
+
+    def new_zeros(self, *size: Any) -> "Tensor":
+        return self.new_full(shape_arg(size), 0)
+
     # ---------------------------------------------------------------------- in place (no grad)
 
     def copy_(self, src: Any) -> "Tensor":
@@ -340,8 +339,8 @@ class Tensor:
 
         In-place writes are for state (parameters, running statistics) and are not differentiated.
         """
-        if _tracer is not None:
-            return _tracer.assign(self, src)
+        if mode.tracer is not None:
+            return mode.tracer.assign(self, src)
         if isinstance(src, Tensor):
             if src.device != self.device:
                 src = src.to(self.device)
@@ -355,448 +354,10 @@ class Tensor:
         return self.fill_(0)
 
     def fill_(self, value: float) -> "Tensor":
-        if _tracer is not None:
-            return _tracer.assign(self, value)
+        if mode.tracer is not None:
+            return mode.tracer.assign(self, value)
         self.array[...] = value
         return self
-
-    def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        return self.copy_(self + other * alpha if alpha != 1.0 else self + other)
-
-    def sub_(self, other: Any) -> "Tensor":
-        return self.copy_(self - other)
-
-    def mul_(self, other: Any) -> "Tensor":
-        return self.copy_(self * other)
-
-    # ----------------------------------------------------------------------------- devices
-
-    def to(self, *args: Any, **kwargs: Any) -> "Tensor":
-        """``t.to("cuda")``, ``t.to(toynet.float64)``, ``t.to(device, dtype)``, ``t.to(other_tensor)``."""
-        device = kwargs.pop("device", None)
-        dtype = kwargs.pop("dtype", None)
-        kwargs.pop("copy", None)
-        if kwargs:
-            raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            elif isinstance(a, DType) or a in (float, int, bool) or (isinstance(a, str) and _is_dtype_name(a)):
-                dtype = a
-            else:
-                device = a
-        result = self
-        if dtype is not None:
-            dtype = backend.to_dtype(dtype)
-            if dtype is not self.dtype:
-                result = apply(OPS["cast"], result, dtype=dtype)
-        if device is not None:
-            device = backend.to_device_obj(device)
-            if device != self.device:
-                if result.node is not None:
-                    raise RuntimeError(f"cannot move a lazy tensor to {device} inside nn.Graph.build(): a "
-                                       f"graph runs on one device; move the inputs before calling the graph")
-                result = apply(OPS["to_device"], result, device=device, source=self.device)
-        return result
-
-    def cpu(self) -> "Tensor":
-        return self.to("cpu")
-
-    def cuda(self, index: int = 0) -> "Tensor":
-        return self.to(Device("cuda", index))
-
-    def float(self) -> "Tensor":
-        return self.to(backend.float32)
-
-    def double(self) -> "Tensor":
-        return self.to(backend.float64)
-
-    def long(self) -> "Tensor":
-        return self.to(backend.int64)
-
-    def int(self) -> "Tensor":
-        return self.to(backend.int32)
-
-    def bool(self) -> "Tensor":
-        return self.to(backend.bool_)
-
-    def type_as(self, other: "Tensor") -> "Tensor":
-        return self.to(other.dtype)
-
-    def contiguous(self) -> "Tensor":
-        return self
-
-    def clone(self) -> "Tensor":
-        return apply(OPS["identity"], self)
-
-    # ------------------------------------------------------------------------- arithmetic
-
-    def __add__(self, other: Any) -> "Tensor":
-        return apply(_ADD, self, other)
-
-    def __radd__(self, other: Any) -> "Tensor":
-        return apply(_ADD, other, self)
-
-    def __sub__(self, other: Any) -> "Tensor":
-        return apply(_SUB, self, other)
-
-    def __rsub__(self, other: Any) -> "Tensor":
-        return apply(_SUB, other, self)
-
-    def __mul__(self, other: Any) -> "Tensor":
-        return apply(_MUL, self, other)
-
-    def __rmul__(self, other: Any) -> "Tensor":
-        return apply(_MUL, other, self)
-
-    def __truediv__(self, other: Any) -> "Tensor":
-        return apply(_DIV, self, other)
-
-    def __rtruediv__(self, other: Any) -> "Tensor":
-        return apply(_DIV, other, self)
-
-    def __neg__(self) -> "Tensor":
-        return apply(_NEG, self)
-
-    def __pos__(self) -> "Tensor":
-        return self
-
-    def __pow__(self, exponent: Any) -> "Tensor":
-        return apply(_POW, self, exponent)
-
-    def __rpow__(self, base: Any) -> "Tensor":
-        return apply(_POW, base, self)
-
-    def __matmul__(self, other: Any) -> "Tensor":
-        return apply(_MATMUL, self, other)
-
-    def __rmatmul__(self, other: Any) -> "Tensor":
-        return apply(_MATMUL, other, self)
-
-    def __abs__(self) -> "Tensor":
-        return self.abs()
-
-    # Comparisons give bool tensors (no gradient flows through them).
-    def __lt__(self, other: Any) -> "Tensor":
-        return apply(OPS["lt"], self, other)
-
-    def __le__(self, other: Any) -> "Tensor":
-        return apply(OPS["le"], self, other)
-
-    def __gt__(self, other: Any) -> "Tensor":
-        return apply(OPS["gt"], self, other)
-
-    def __ge__(self, other: Any) -> "Tensor":
-        return apply(OPS["ge"], self, other)
-
-    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]
-        return apply(OPS["eq"], self, other)
-
-    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
-        return apply(OPS["ne"], self, other)
-
-    def __and__(self, other: Any) -> "Tensor":
-        return apply(OPS["logical_and"], self, other)
-
-    def __or__(self, other: Any) -> "Tensor":
-        return apply(OPS["logical_or"], self, other)
-
-    def __invert__(self) -> "Tensor":
-        return apply(OPS["logical_not"], self)
-
-    def add(self, other: Any) -> "Tensor":
-        return self + other
-
-    def sub(self, other: Any) -> "Tensor":
-        return self - other
-
-    def mul(self, other: Any) -> "Tensor":
-        return self * other
-
-    def div(self, other: Any) -> "Tensor":
-        return self / other
-
-    def neg(self) -> "Tensor":
-        return -self
-
-    def pow(self, exponent: Any) -> "Tensor":
-        return self ** exponent
-
-    def matmul(self, other: Any) -> "Tensor":
-        return self @ other
-
-    def mm(self, other: Any) -> "Tensor":
-        return self @ other
-
-    # ------------------------------------------------------------------- elementwise maths
-
-    def exp(self) -> "Tensor":
-        return apply(OPS["exp"], self)
-
-    def log(self) -> "Tensor":
-        return apply(OPS["log"], self)
-
-    def sqrt(self) -> "Tensor":
-        return apply(OPS["sqrt"], self)
-
-    def rsqrt(self) -> "Tensor":
-        return apply(OPS["rsqrt"], self)
-
-    def tanh(self) -> "Tensor":
-        return apply(OPS["tanh"], self)
-
-    def sigmoid(self) -> "Tensor":
-        return apply(OPS["sigmoid"], self)
-
-    def relu(self) -> "Tensor":
-        return apply(OPS["relu"], self)
-
-    def relu6(self) -> "Tensor":
-        return apply(OPS["relu6"], self)
-
-    def abs(self) -> "Tensor":
-        return apply(OPS["abs"], self)
-
-    def sign(self) -> "Tensor":
-        return apply(OPS["sign"], self)
-
-    def square(self) -> "Tensor":
-        return self * self
-
-    def clamp(self, min: Any = None, max: Any = None) -> "Tensor":
-        if min is None and max is None:
-            raise ValueError("clamp needs at least one of min and max")
-        return apply(OPS["clamp"], self, min=min, max=max)
-
-    clip = clamp
-
-    def maximum(self, other: Any) -> "Tensor":
-        return apply(OPS["maximum"], self, other)
-
-    def minimum(self, other: Any) -> "Tensor":
-        return apply(OPS["minimum"], self, other)
-
-    def where(self, condition: "Tensor", other: Any) -> "Tensor":
-        return apply(OPS["where"], condition, self, other)
-
-    # --------------------------------------------------------------------------- reductions
-
-    def sum(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return apply(OPS["sum"], self, dim=_reduced_dims("sum", dim, self.ndim), keepdim=keepdim)
-
-    def mean(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        op_base.require_float("mean", self)  # NumPy would quietly give float64; Graph mode refuses
-        return apply(OPS["mean"], self, dim=_reduced_dims("mean", dim, self.ndim), keepdim=keepdim)
-
-    def var(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
-        op_base.require_float("var", self)
-        return apply(OPS["var"], self, dim=_reduced_dims("var", dim, self.ndim),
-                     unbiased=unbiased, keepdim=keepdim)
-
-    def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
-        return self.var(dim, unbiased, keepdim).sqrt()
-
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
-        """Without ``dim``: the largest element. With ``dim``: ``(values, indices)`` as in PyTorch."""
-        if isinstance(dim, Tensor):
-            return self.maximum(dim)
-        if dim is None:
-            return apply(OPS["amax"], self, dim=tuple(range(self.ndim)), keepdim=False)
-        d = op_base.normalize_dim("max", dim, self.ndim)
-        return _MinMax(apply(OPS["amax"], self, dim=(d,), keepdim=keepdim), self.argmax(d, keepdim))
-
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
-        if isinstance(dim, Tensor):
-            return self.minimum(dim)
-        if dim is None:
-            return -((-self).max())
-        values, indices = (-self).max(dim, keepdim)
-        return _MinMax(-values, indices)
-
-    def amax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return apply(OPS["amax"], self, dim=_reduced_dims("amax", dim, self.ndim), keepdim=keepdim)
-
-    def argmax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        if dim is None:
-            return apply(OPS["argmax"], self.reshape(-1), dim=0, keepdim=False)
-        return apply(OPS["argmax"], self, dim=op_base.normalize_dim("argmax", dim, self.ndim), keepdim=keepdim)
-
-    def softmax(self, dim: int = -1) -> "Tensor":
-        return apply(OPS["softmax"], self, dim=op_base.normalize_dim("softmax", dim, self.ndim))
-
-    def log_softmax(self, dim: int = -1) -> "Tensor":
-        return apply(OPS["log_softmax"], self, dim=op_base.normalize_dim("log_softmax", dim, self.ndim))
-
-    def sum_to(self, shape: Sequence[int]) -> "Tensor":
-        """Sum over the dimensions that broadcasting added: the vjp of broadcasting to ``self.shape``."""
-        shape = tuple(shape)
-        if tuple(self.shape) == shape:
-            return self
-        return apply(OPS["sum_to"], self, shape=shape)
-
-    def any(self) -> "Tensor":
-        return apply(OPS["any"], self)
-
-    def all(self) -> "Tensor":
-        return apply(OPS["all"], self)
-
-    # -------------------------------------------------------------------------------- shapes
-
-    def reshape(self, *shape: Any) -> "Tensor":
-        if len(shape) == 1 and not isinstance(shape[0], int):
-            shape = tuple(shape[0])
-        own = self.shape
-        if shape == own:
-            return self
-        if -1 in shape:
-            shape = _infer_reshape(tuple(own), tuple(shape))
-        return apply(_RESHAPE, self, shape=tuple(int(d) for d in shape))
-
-    view = reshape
-
-    def view_as(self, other: "Tensor") -> "Tensor":
-        return self.reshape(other.shape)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
-        shape = tuple(self.shape)
-        if not shape:
-            return self.reshape(1)
-        start = op_base.normalize_dim("flatten", start_dim, len(shape))
-        end = op_base.normalize_dim("flatten", end_dim, len(shape))
-        if start > end:
-            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-        merged = 1
-        for d in shape[start:end + 1]:
-            merged *= d
-        return self.reshape(shape[:start] + (merged,) + shape[end + 1:])
-
-    def unsqueeze(self, dim: int) -> "Tensor":
-        shape = tuple(self.shape)
-        d = op_base.normalize_dim("unsqueeze", dim, len(shape) + 1)
-        return self.reshape(shape[:d] + (1,) + shape[d:])
-
-    def squeeze(self, dim: Any = None) -> "Tensor":
-        shape = tuple(self.shape)
-        if dim is None:
-            return self.reshape(tuple(s for s in shape if s != 1))
-        d = op_base.normalize_dim("squeeze", dim, len(shape))
-        if shape[d] != 1:
-            return self
-        return self.reshape(shape[:d] + shape[d + 1:])
-
-    def permute(self, *dims: Any) -> "Tensor":
-        if len(dims) == 1 and not isinstance(dims[0], int):
-            dims = tuple(dims[0])
-        ndim = len(self.shape)
-        axes = tuple(d + ndim if d < 0 else d for d in dims)
-        if len(axes) != ndim or sorted(axes) != list(range(ndim)):
-            raise ShapeError(f"permute: {dims} is not a permutation of the dimensions of a tensor with "
-                             f"{ndim} dimensions")
-        return apply(_PERMUTE, self, dims=axes)
-
-    def transpose(self, dim0: int, dim1: int) -> "Tensor":
-        ndim = len(self.shape)
-        a = op_base.normalize_dim("transpose", dim0, ndim)
-        b = op_base.normalize_dim("transpose", dim1, ndim)
-        if a == b:
-            return self
-        axes = list(range(ndim))
-        axes[a], axes[b] = b, a
-        return apply(_PERMUTE, self, dims=tuple(axes))
-
-    def t(self) -> "Tensor":
-        if self.ndim < 2:
-            return self
-        return self.transpose(0, 1)
-
-    @property
-    def T(self) -> "Tensor":
-        return self.permute(*reversed(range(self.ndim)))
-
-    def expand(self, *shape: Any) -> "Tensor":
-        shape = _shape_arg(shape)
-        own = tuple(self.shape)
-        offset = len(shape) - len(own)
-        if offset < 0:
-            raise ShapeError(f"expand: cannot expand shape {own} to fewer dimensions {shape}")
-        target = tuple(own[i - offset] if (s == -1 and i >= offset) else s for i, s in enumerate(shape))
-        if target == own:
-            return self
-        return apply(OPS["broadcast_to"], self, shape=target)
-
-    def expand_as(self, other: "Tensor") -> "Tensor":
-        return self.expand(*other.shape)
-
-    broadcast_to = expand
-
-    def repeat(self, *sizes: Any) -> "Tensor":
-        """Tile the tensor ``sizes[i]`` times along dimension ``i`` (built from reshape and expand)."""
-        sizes = _shape_arg(sizes)
-        if len(sizes) < self.ndim:
-            raise ShapeError(f"repeat: got {len(sizes)} sizes for a tensor with {self.ndim} dimensions")
-        t = self.reshape((1,) * (len(sizes) - self.ndim) + tuple(self.shape))
-        interleaved, expanded, final = [], [], []
-        for size, times in zip(t.shape, sizes):
-            interleaved += [1, size]
-            expanded += [times, size]
-            final.append(size * times)
-        return t.reshape(interleaved).expand(*expanded).reshape(final)
-
-    def __getitem__(self, index: Any) -> "Tensor":
-        from .indexing import getitem
-        return getitem(self, index)
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        from .indexing import setitem
-        setitem(self, index, value)
-
-    def chunk(self, chunks: int, dim: int = 0) -> list["Tensor"]:
-        if chunks < 1:
-            raise ValueError(f"chunk: chunks must be at least 1, got {chunks}")
-        size = self.shape[dim]
-        step = -(-size // chunks)
-        return self.split(step, dim)
-
-    def split(self, split_size: Any, dim: int = 0) -> list["Tensor"]:
-        d = op_base.normalize_dim("split", dim, self.ndim)
-        size = self.shape[d]
-        if isinstance(split_size, int) and split_size < 1:
-            raise ValueError(f"split: split_size must be at least 1, got {split_size}")
-        sizes = [split_size] * (size // split_size) + ([size % split_size] if size % split_size else []) \
-            if isinstance(split_size, int) else list(split_size)
-        if sum(sizes) != size:
-            raise ValueError(f"split: sizes {sizes} add up to {sum(sizes)}, but dimension {dim} has size {size}")
-        pieces, start = [], 0
-        for s in sizes:
-            index = (slice(None),) * d + (slice(start, start + s),)
-            pieces.append(self[index])
-            start += s
-        return pieces
-
-
-class _MinMax(tuple):
-    """``(values, indices)`` with names, as ``tensor.max(dim)`` returns in PyTorch."""
-
-    def __new__(cls, values: Tensor, indices: Tensor) -> "_MinMax":
-        return super().__new__(cls, (values, indices))
-
-    @property
-    def values(self) -> Tensor:
-        return self[0]
-
-    @property
-    def indices(self) -> Tensor:
-        return self[1]
-
-
-_ADD, _SUB, _MUL, _DIV, _NEG, _POW, _MATMUL, _RESHAPE, _PERMUTE = (
-    OPS[n] for n in ("add", "sub", "mul", "div", "neg", "pow", "matmul", "reshape", "permute"))
-
-
-def _reduced_dims(op: str, dim: Any, ndim: int) -> tuple[int, ...]:
-    """The dimensions a reduction runs over; a 0-d tensor has none (``dim=0`` or ``-1`` means itself)."""
-    dims = op_base.normalize_dims(op, dim, ndim)
-    return () if ndim == 0 else dims
 
 
 def _is_float_data(data: Any) -> bool:
@@ -805,41 +366,6 @@ def _is_float_data(data: Any) -> bool:
     if isinstance(data, (list, tuple)):
         return not data or any(_is_float_data(d) for d in data)  # an empty list is float32, as in PyTorch
     return False  # arrays keep their own dtype
-
-
-def _is_dtype_name(name: str) -> bool:
-    try:
-        backend.to_dtype(name)
-    except TypeError:
-        return False
-    return True
-
-
-def _shape_arg(args: tuple) -> tuple[int, ...]:
-    """Accept both ``f(2, 3)`` and ``f((2, 3))``."""
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = tuple(args[0])
-    return tuple(int(a) for a in args)
-
-
-def _infer_reshape(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...]:
-    total = 1
-    for d in old:
-        total *= d
-    if new.count(-1) > 1:
-        raise ShapeError(f"reshape: only one dimension can be -1, got {new}")
-    known = 1
-    for d in new:
-        if d != -1:
-            known *= d
-    if -1 in new:
-        if known == 0 or total % known:
-            raise ShapeError(f"reshape: cannot reshape a tensor of shape {old} ({total} elements) into {new}")
-        new = tuple(total // known if d == -1 else d for d in new)
-    elif known != total:
-        raise ShapeError(f"reshape: cannot reshape a tensor of shape {old} ({total} elements) into {new} "
-                         f"({known} elements)")
-    return new
 
 
 op_base._apply = apply  # vjp rules reach apply through the op table (see toynet.ops._op.apply)

@@ -34,16 +34,17 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from .. import autograd, backend
+from .. import autograd, backend, mode
+from ..mode import set_tracer
 from ..static.arguments import flatten_output, rebuild_output, signature, tensors_in
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
 from ..static.passes import PASS_NAMES, optimize
 from ..static.serialize import save_graph
 from ..static.trace import StateInfo, Tracer
-from ..tensor import Tensor, set_tracer
+from ..tensor import Tensor
 from .graph_debug import DebugPrinter
-from .graph_outline import OutlineRecorder, build_outline
+from .graph_outline import OutlineRecorder, build_outline, tensor_entry, value_entry
 from .graph_state import GraphStateMixin
 from .module import Module
 
@@ -134,7 +135,7 @@ class Graph(GraphStateMixin):
         build = cls.__dict__.get("build")
         if build is not None:
             def guarded_build(self, *args, __build=build, **kw):
-                if _tensor_module()._tracer is None:
+                if mode.tracer is None:
                     raise RuntimeError(
                         f"{type(self).__name__}.build() was called directly. build() describes the graph and "
                         "is traced by the graph itself: call the graph object instead, e.g. graph(x).")
@@ -243,11 +244,6 @@ class Graph(GraphStateMixin):
         """The tagged tree ``print(graph)`` shows (see toynet.nn.graph_outline)."""
         record = self._last.record if self._last is not None else None
         return build_outline(self._name, type(self).__name__, self.training, self._modules, record)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        """In a notebook, a graph shows itself drawn by module (toynet.viz.draw; folded when big)."""
-        from ..viz.jupyter import nn_graph_mimebundle
-        return nn_graph_mimebundle(self, include, exclude)
 
     # ------------------------------------------------------------------------------ compiled views
 
@@ -443,14 +439,8 @@ class Graph(GraphStateMixin):
 # ---------------------------------------------------------------------------------------- helpers
 
 
-def _tensor_module():
-    import importlib
-    return importlib.import_module("toynet.tensor")
-
-
 def _to_lazy(value: Any, tracer: Tracer, prefix: str, entries: list) -> Any:
     """Replace each tensor of the call's arguments by a graph input (named ``_G_0-input_<i>``)."""
-    from .graph_outline import tensor_entry, value_entry
     if isinstance(value, Tensor):
         name = f"{prefix}_{len(entries)}"
         entries.append(tensor_entry("INPUT", name, value))

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, NamedTuple
 
-import importlib
-
-from .. import backend
+from .. import backend, mode
+from ..mode import no_grad
 from ..tensor import Tensor
 from .parameter import Parameter
 
@@ -26,10 +25,6 @@ class IncompatibleKeys(NamedTuple):
 
     missing_keys: list
     unexpected_keys: list
-
-
-# The module, not the `toynet.tensor()` function that shadows its name in the package namespace.
-_tensor = importlib.import_module("toynet.tensor")
 
 
 class Module:
@@ -48,8 +43,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _tensor._tracer is not None:
-            return _tensor._tracer.call_module(self, args, kwargs)
+        if mode.tracer is not None:
+            return mode.tracer.call_module(self, args, kwargs)
         return self.forward(*args, **kwargs)
 
     # ---------------------------------------------------------------------------- registration
@@ -252,7 +247,6 @@ class Module:
         if problems:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n  "
                                + "\n  ".join(problems))
-        from ..autograd import no_grad
         with no_grad():
             for key, target in own.items():
                 if key in state_dict:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import mode
 from ._op import Op, ShapeError, apply, register, require_float, result_dtype, shape_of
 
 #: The kernels go through the batch this many bytes of rows at a time, doing every step for one chunk
@@ -190,10 +191,9 @@ class BatchNorm(Op):
         return shape, result_dtype(*(v for _, v in named), x)
 
     def vjp(self, grad, inputs, output, eps=1e-5, training=True):
-        from ..autograd import is_grad_enabled
 
         x, mean, var, weight, bias = inputs if len(inputs) == 5 else (*inputs, None, None)
-        if is_grad_enabled():
+        if mode.grad_enabled:
             # create_graph=True: the gradient itself will be differentiated, so build it from
             # differentiable toynet ops (the readable version of the maths below).
             grads = _vjp_differentiable(grad, x, mean, var, weight, eps, training)

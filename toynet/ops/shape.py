@@ -26,16 +26,7 @@ class Reshape(Op):
         return a.reshape(shape)
 
     def infer(self, a, shape=()):
-        old = shape_of(a)
-        n_old = n_new = 1
-        for d in old:
-            n_old *= d
-        for d in shape:
-            n_new *= d
-        if n_old != n_new:
-            raise ShapeError(f"reshape: cannot reshape shape {old} ({n_old} elements) into {tuple(shape)} "
-                             f"({n_new} elements)")
-        return tuple(shape), a.dtype
+        return resolve_reshape(shape_of(a), tuple(shape)), a.dtype
 
     def vjp(self, grad, inputs, output, shape=()):
         return (grad.reshape(inputs[0].shape),)
@@ -194,3 +185,71 @@ class Cat(Op):
             start += size
         return tuple(grads)
 
+
+
+# ------------------------------------------------------------------ reading the arguments users write
+# Tensor methods (toynet/tensor_methods.py) turn what users write (``x.reshape(2, -1)``, ``x[0, 1:]``)
+# into these ops' attributes with the helpers below, so each rule is written once, beside its op.
+
+
+def shape_arg(args: tuple) -> tuple[int, ...]:
+    """Accept both ``f(2, 3)`` and ``f((2, 3))``."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(int(a) for a in args)
+
+
+def resolve_reshape(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape ``new`` with its one ``-1`` worked out; an error unless it holds as many elements as ``old``."""
+    total = 1
+    for d in old:
+        total *= d
+    if new.count(-1) > 1:
+        raise ShapeError(f"reshape: only one dimension can be -1, got {new}")
+    known = 1
+    for d in new:
+        if d != -1:
+            known *= d
+    if -1 in new:
+        if known == 0 or total % known:
+            raise ShapeError(f"reshape: cannot reshape a tensor of shape {old} ({total} elements) into {new}")
+        new = tuple(total // known if d == -1 else d for d in new)
+    elif known != total:
+        raise ShapeError(f"reshape: cannot reshape a tensor of shape {old} ({total} elements) into {new} "
+                         f"({known} elements)")
+    return new
+
+
+def split_index(index: Any, tensor_type: type, device: Any) -> tuple[tuple, list]:
+    """Split a Python index into ``getitem``'s ``index`` attribute and its tensor inputs.
+
+    Basic pieces (ints, slices, ``None``, ``...``) go into the attribute, so a traced graph records them;
+    integer or bool index tensors (and lists, which become tensors of ``tensor_type`` on ``device``) are
+    extra inputs, marked by :data:`TENSOR_INDEX`. (This module is below the Tensor class, so the class
+    is passed in.)
+    """
+    if not isinstance(index, tuple):
+        index = (index,)
+    spec, tensors = [], []
+    for item in index:
+        if isinstance(item, tensor_type):
+            if item.dtype.is_floating_point:
+                raise IndexError(f"tensors used as indices must be integer or bool, got {item.dtype}")
+            if item.ndim == 0 and not item.is_lazy and item.dtype is not backend.bool_:
+                spec.append(int(item.item()))
+                continue
+            spec.append(TENSOR_INDEX)
+            tensors.append(item)
+        elif isinstance(item, (list, tuple)) or backend.is_array(item):
+            spec.append(TENSOR_INDEX)
+            tensors.append(tensor_type(item, device=device))
+        elif isinstance(item, slice):
+            spec.append(slice(*(None if v is None else int(v) for v in (item.start, item.stop, item.step))))
+        elif item is None or item is Ellipsis or isinstance(item, int):
+            spec.append(item)
+        elif backend.is_host_scalar(item) and isinstance(backend.host_scalar(item), int):  # numpy.int64(2)
+            spec.append(int(item))
+        else:
+            raise IndexError(f"unsupported index {item!r} of type {type(item).__name__}; use ints, slices, "
+                             "None, ..., or integer/bool tensors")
+    return tuple(spec), tensors

@@ -238,8 +238,3 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self.inputs)} inputs, {self.count_ops()} ops, {len(self.outputs)} outputs>"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        """In a notebook, a graph shows itself as a picture (see toynet.viz.jupyter)."""
-        from ..viz.jupyter import graph_mimebundle
-        return graph_mimebundle(self, include, exclude)

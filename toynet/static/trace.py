@@ -1,6 +1,6 @@
 """Tracing: run the user's unchanged eager code on *lazy* tensors and write down every op as a Node.
 
-While a :class:`Tracer` is installed (``toynet.tensor.set_tracer``), :func:`toynet.tensor.apply` hands
+While a :class:`Tracer` is installed (``toynet.mode.set_tracer``), :func:`toynet.tensor.apply` hands
 every op to :meth:`Tracer.apply` instead of computing it. The tracer
 
 * turns the op's inputs into lazy tensors: graph inputs are already lazy; an eager tensor that is
@@ -23,16 +23,11 @@ import os
 import sys
 from typing import Any, Callable
 
-from .. import autograd
-from .. import backend
+from .. import autograd, backend, mode
 from ..autograd import GradFn
 from ..ops import OPS, ShapeError
 from ..tensor import Tensor
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
-
-#: Callbacks told ``(node, graph)`` for every node any tracer adds (toynet.viz.record animates graph
-#: construction with it).
-NODE_OBSERVERS: list[Callable[[Node, Graph], None]] = []
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -167,7 +162,7 @@ class Tracer:
     def _notify(self, node: Node) -> None:
         if self.on_node is not None:
             self.on_node(node)
-        for observer in NODE_OBSERVERS:
+        for observer in mode.node_observers:
             observer(node, self.graph)
 
     # ------------------------------------------------------------------------------ ops
@@ -203,7 +198,7 @@ class Tracer:
                                    inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
                                    attrs=attrs, phase=self.phase, scope=scope, source=source))
         result = lazy_tensor(node)
-        if requires_grad and autograd._enabled:
+        if requires_grad and mode.grad_enabled:
             result.requires_grad = True
             result.grad_fn = GradFn(op, tuple(args), attrs, result._weakref() if op.saves_output else None)
             self._node_of_fn[id(result.grad_fn)] = node

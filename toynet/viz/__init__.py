@@ -53,6 +53,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..nn.graph import Graph as ModuleGraph
 from ..static.ir import PHASES, Graph
 from ..tensor import Tensor
 from . import gif, jupyter  # noqa: F401  (toynet.viz.gif.to_gif, toynet.viz.jupyter.enabled)
@@ -168,7 +169,6 @@ def nn_graph_picture(nn_graph: Any, max_nodes: int | None = None, *, ir: str = "
 
 
 def _is_nn_graph(obj: Any) -> bool:
-    from ..nn.graph import Graph as ModuleGraph  # here: toynet.nn is imported after toynet.viz
     return isinstance(obj, ModuleGraph)
 
 
@@ -209,3 +209,6 @@ def _as_tensors(obj: Any) -> list[Tensor]:
         raise TypeError("toynet.viz.draw expects a Tensor, a list of Tensors or a toynet.static.Graph, got "
                         f"{type(obj).__name__}")
     return items
+
+
+jupyter.register_display(draw)  # notebooks show tensors and graphs as pictures from now on

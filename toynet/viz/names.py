@@ -14,6 +14,9 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..nn.module import Module
+from ..tensor import Tensor
+
 # Names a notebook or the interpreter binds by itself; never the user's idea of a tensor's name.
 _SKIPPED = {"In", "Out", "exit", "quit", "get_ipython"}
 
@@ -48,8 +51,6 @@ def find_names(namespaces: Iterable[Mapping[str, Any]]) -> dict[int, str]:
 
     The first namespace wins (locals before globals), and within one the first binding wins.
     """
-    from ..tensor import Tensor
-
     found: dict[int, str] = {}
     modules = []
     for namespace in namespaces:
@@ -67,8 +68,7 @@ def find_names(namespaces: Iterable[Mapping[str, Any]]) -> dict[int, str]:
 
 
 def _is_module(value: Any) -> bool:
-    nn = sys.modules.get("toynet.nn.module")
-    return nn is not None and isinstance(value, nn.Module)
+    return isinstance(value, Module)
 
 
 def _module_tensors(module: Any) -> list[tuple[str, Any]]:
@@ -79,8 +79,6 @@ def explicit_names(names: Mapping[str, Any] | None) -> dict[int, str]:
     """Turn the ``names={"x": x}`` option into ``id(tensor) -> name``."""
     if not names:
         return {}
-    from ..tensor import Tensor
-
     result = {}
     for name, tensor in names.items():
         if not isinstance(name, str) or not isinstance(tensor, Tensor):

@@ -13,7 +13,7 @@
 
 How it watches, in Eager mode:
 
-* **ops**: the recorder is an observer in ``toynet.tensor._observers``; :func:`toynet.tensor.apply`
+* **ops**: the recorder is an observer in ``toynet.mode.op_observers``; :func:`toynet.tensor.apply`
   calls ``observer(op, inputs, attrs, result)`` after every eager op.
 * **new tensors** that are not op results (``flow.ones``, ``flow.randn``) and **variable names**: at
   each new statement of the ``with`` block (a line-trace function set on that one frame only, not on
@@ -25,7 +25,7 @@ consecutive tensor-creating statements (``x``, ``w``, ``b``) merged into one ste
 step since the previous ``rec.step`` into one step with that label (to group as a tutorial does).
 
 Graph mode: while a recording is active, :meth:`Recorder.on_node` is in
-``toynet.static.trace.NODE_OBSERVERS``, which the tracer calls with every :class:`~toynet.static.Node`
+``toynet.mode.node_observers``, which the tracer calls with every :class:`~toynet.static.Node`
 it adds (``on_node(node)``; a tracer may pass ``graph=`` too). Consecutive op nodes of the same phase,
 module and source line form one step; inputs form the first step, and state and constants join the
 step of the op that first reads them. If any node was reported, the frames show the static graph
@@ -38,13 +38,12 @@ Every frame is the *final* picture with the nodes that did not exist yet drawn i
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import autograd
+from .. import autograd, mode
 from ..static.ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from ..tensor import Tensor
 from .dot import to_digraph
@@ -54,9 +53,6 @@ from .model import Picture
 from .names import Namer, find_names, frame_namespaces
 from .rendering import Drawing
 from .source import StatementIndex
-
-# The module, not the function `toynet.tensor` that shadows it as an attribute of the package.
-tensor_module = importlib.import_module("toynet.tensor")
 
 
 @dataclass
@@ -131,8 +127,8 @@ class Recorder:
         self._frame = frame
         self._statements = StatementIndex(frame.f_code.co_filename)
         self._preexisting = [v for v in frame.f_locals.values() if isinstance(v, Tensor)]
-        tensor_module._observers.append(self)
-        _node_observers().append(self.on_node)
+        mode.op_observers.append(self)
+        mode.node_observers.append(self.on_node)
         self._previous_trace, self._previous_frame_trace = sys.gettrace(), frame.f_trace
         sys.settrace(_trace_nothing)   # line events need a global trace function...
         frame.f_trace = self._on_line  # ...but only this frame is traced line by line
@@ -149,10 +145,10 @@ class Recorder:
         finally:
             self._frame.f_trace = self._previous_frame_trace
             sys.settrace(self._previous_trace)
-            if self in tensor_module._observers:
-                tensor_module._observers.remove(self)
-            if self.on_node in _node_observers():
-                _node_observers().remove(self.on_node)
+            if self in mode.op_observers:
+                mode.op_observers.remove(self)
+            if self.on_node in mode.node_observers:
+                mode.node_observers.remove(self.on_node)
             self._frame = None
             self._frames = None
 
@@ -169,7 +165,7 @@ class Recorder:
 
     def __call__(self, op: Any, inputs: tuple, attrs: dict, result: Tensor) -> None:
         """The observer toynet.tensor.apply calls after every eager op."""
-        if not self.include_backward and not autograd._enabled and _inside_backward():
+        if not self.include_backward and not mode.grad_enabled and _inside_backward():
             return
         for x in inputs:
             if isinstance(x, Tensor):
@@ -397,11 +393,6 @@ def _graph_of(nodes: list[Node]) -> Graph:
                 if x.kind == "input":
                     graph.inputs.append(x)
     return graph
-
-
-def _node_observers() -> list:
-    """``toynet.static.trace.NODE_OBSERVERS``: where a tracer announces every node it adds."""
-    return importlib.import_module("toynet.static.trace").NODE_OBSERVERS
 
 
 def _traced_graph_holding(node: Node, namespaces: list) -> Graph | None:
