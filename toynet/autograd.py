@@ -22,7 +22,7 @@ tensors.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from . import backend, mode
 # Grad mode lives in toynet.mode (every layer reads it); toynet.autograd.no_grad is kept as in PyTorch.
@@ -63,30 +63,39 @@ class GradFn:
 # ----------------------------------------------------------------------------------------- the walk
 
 
-def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
-    """All grad_fns reachable from ``roots``, each after every grad_fn that consumes its output.
+def post_order(roots: Iterable[Any], inputs_of: Callable[[Any], Iterable[Any]]) -> list[Any]:
+    """Every node reachable from ``roots``, each one after all of its inputs (depth-first post order).
 
-    Iterative depth-first search: a node is appended once all its inputs' nodes are appended (post
-    order); reversing that list puts consumers before producers, the order backward needs.
+    Iterative, with an explicit stack, so a 100,000-op chain does not overflow Python's call stack.
+    A node is appended once all its inputs are; the last root (and the last input) is explored first.
+    The visualiser walks eager tensors with it too (toynet.viz.draw_eager).
     """
-    order: list[GradFn] = []
+    order: list[Any] = []
     visited: set[int] = set()
-    stack: list[tuple[GradFn, bool]] = [(fn, False) for fn in roots]
+    stack: list[tuple[Any, bool]] = [(node, False) for node in roots]
     while stack:
-        fn, inputs_done = stack.pop()
+        node, inputs_done = stack.pop()
         if inputs_done:
-            order.append(fn)
+            order.append(node)
             continue
-        if id(fn) in visited:
+        if id(node) in visited:
             continue
-        visited.add(id(fn))
-        stack.append((fn, True))
-        if fn.inputs is None:
-            continue
-        for x in fn.inputs:
-            child = getattr(x, "grad_fn", None)
-            if child is not None and id(child) not in visited:
+        visited.add(id(node))
+        stack.append((node, True))
+        for child in inputs_of(node):
+            if id(child) not in visited:
                 stack.append((child, False))
+    return order
+
+
+def _input_grad_fns(fn: GradFn) -> list[GradFn]:
+    return [x.grad_fn for x in fn.inputs or () if getattr(x, "grad_fn", None) is not None]
+
+
+def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
+    """All grad_fns reachable from ``roots``, each before every grad_fn that makes one of its inputs:
+    consumers before producers, the order backward needs (post order, reversed)."""
+    order = post_order(list(roots), _input_grad_fns)
     order.reverse()
     return order
 

@@ -25,7 +25,7 @@ from typing import Any
 from .. import backend
 from . import conv_dense as dense
 from . import conv_kernels as kernels
-from ._op import Op, ShapeError, apply, register, require_float, shape_of
+from ._op import OPS, Op, ShapeError, apply, register, require_float, shape_of
 
 
 def needs_grad(x: Any) -> bool:
@@ -33,7 +33,7 @@ def needs_grad(x: Any) -> bool:
 
 
 def _apply(name: str, *inputs: Any, **attrs: Any) -> Any:
-    from ._op import OPS
+    """Apply an op by name (the ops defined later in this module are in the table by the time this runs)."""
     return apply(OPS[name], *inputs, **attrs)
 
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._op import Op, ShapeError, apply, register, require_float, shape_of
+from ._op import OPS, Op, ShapeError, apply, register, require_float, shape_of
 from .conv_kernels import taps
 
 
 def _apply(name: str, *inputs: Any, **attrs: Any) -> Any:
-    from ._op import OPS
+    """Apply an op by name (the ops defined later in this module are in the table by the time this runs)."""
     return apply(OPS[name], *inputs, **attrs)
 
 

@@ -64,7 +64,8 @@ from .draw_pass import pass_picture, renamed_by_passes, report_fields
 from .draw_static import summary_picture
 from .model import Picture, limit
 from .names import Namer, user_namespaces
-from .recording import Frame, Recorder, record
+from .frames import Frame
+from .recording import Recorder, record
 from .rendering import Drawing, GraphvizNotInstalled, render, to_png, to_svg
 
 __all__ = [

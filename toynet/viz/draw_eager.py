@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..autograd import post_order
 from ..tensor import Tensor
 from . import labels
 from .model import Picture, VNode
@@ -36,26 +37,13 @@ class Application:
 def walk_grad_fns(roots: Sequence[Tensor]) -> tuple[list[Tensor], dict[int, Application]]:
     """Every tensor the roots were computed from, inputs before results (an iterative post-order walk),
     and the application that made each non-leaf, keyed by ``id(tensor)``."""
-    order: list[Tensor] = []
-    made_by: dict[int, Application] = {}
-    seen: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(t, False) for t in reversed(roots)]
-    while stack:
-        tensor, inputs_done = stack.pop()
-        if inputs_done:
-            order.append(tensor)
-            continue
-        if id(tensor) in seen:
-            continue
-        seen.add(id(tensor))
-        stack.append((tensor, True))
+    def inputs_of(tensor: Tensor) -> list[Tensor]:  # reversed: the first input is explored first
         fn = tensor.grad_fn
-        if fn is None:
-            continue
-        made_by[id(tensor)] = Application(fn.op, fn.inputs, fn.attrs, tensor)
-        for x in reversed(fn.inputs or ()):
-            if isinstance(x, Tensor) and id(x) not in seen:
-                stack.append((x, False))
+        return [] if fn is None else [x for x in reversed(fn.inputs or ()) if isinstance(x, Tensor)]
+
+    order = post_order(list(reversed(roots)), inputs_of)
+    made_by = {id(t): Application(t.grad_fn.op, t.grad_fn.inputs, t.grad_fn.attrs, t)
+               for t in order if t.grad_fn is not None}
     return order, made_by
 
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .. import autograd, mode
@@ -49,40 +48,12 @@ from ..tensor import Tensor
 from .dot import to_digraph
 from .draw_eager import Application, eager_picture
 from .draw_static import static_picture
+from .frames import Frame, Step, build_frames
+from .gif import to_gif
 from .model import Picture
 from .names import Namer, find_names, frame_namespaces
 from .rendering import Drawing
 from .source import StatementIndex
-
-
-@dataclass
-class Frame:
-    """One step of a recording: what was run (``source``, ``lineno``) and the picture after it."""
-
-    index: int
-    label: str
-    source: str
-    lineno: int | None
-    drawing: Drawing
-    added: tuple[str, ...] = ()
-
-    @property
-    def dot(self) -> str:
-        """The DOT source of this frame."""
-        return self.drawing.source
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        return self.drawing._repr_mimebundle_(include, exclude)
-
-
-@dataclass
-class _Step:
-    label: str
-    source: str
-    lineno: int | None
-    count: int                 # tensors (eager) or nodes (static) present after the step
-    ops: int = 0               # ops run during the step (0: it only created tensors)
-    manual: bool = False
 
 
 class Recorder:
@@ -104,8 +75,8 @@ class Recorder:
         self._made_by: dict[int, Application] = {}
         self._bound: dict[int, str] = {}
         self._preexisting: list[Tensor] = []   # held, so that their ids stay theirs during the block
-        self._steps: list[_Step] = []          # eager steps; counts are tensors
-        self._static_steps: list[_Step] = []   # Graph-mode steps; counts are nodes
+        self._steps: list[Step] = []          # eager steps; counts are tensors
+        self._static_steps: list[Step] = []   # Graph-mode steps; counts are nodes
         self._ops_pending = 0
         self._nodes: list[Node] = []
         self._waiting: list[Node] = []         # state and constants, until the op that reads them
@@ -205,7 +176,7 @@ class Recorder:
         if not merged:
             return
         source = "\n".join(s.source for s in merged if s.source)
-        steps[first:] = [_Step(label if label is not None else source, source, merged[0].lineno,
+        steps[first:] = [Step(label if label is not None else source, source, merged[0].lineno,
                                merged[-1].count, sum(s.ops for s in merged), manual=True)]
         self._frames = None
 
@@ -236,7 +207,7 @@ class Recorder:
         if span is None and self._frame is not None:
             span = self._statements.span(self._frame.f_lineno)
         source = self._statements.text(span) if span else ""
-        step = _Step(label or source, source, span[0] if span else None, len(self._tensors), self._ops_pending)
+        step = Step(label or source, source, span[0] if span else None, len(self._tensors), self._ops_pending)
         self._ops_pending = 0
         previous = self._steps[-1] if self._steps else None
         if (self.merge_creations and self.group == "statement" and step.ops == 0 and previous is not None
@@ -265,7 +236,7 @@ class Recorder:
             source = first.source
             names = ", ".join(n.op_name for n in ops[:4]) + (" ..." if len(ops) > 4 else "")
             label = f"{first.phase} {first.scope or '(graph)'}: {names}" + (f"\n{source}" if source else "")
-        self._static_steps.append(_Step(label, source, None, len(self._nodes)))
+        self._static_steps.append(Step(label, source, None, len(self._nodes)))
         self._frames = None
 
     # ----------------------------------------------------------------------------- frames
@@ -309,18 +280,9 @@ class Recorder:
 
         return self._build_frames(picture, self._static_steps, present)
 
-    def _build_frames(self, picture: Picture, steps: list[_Step], present: Any) -> list[Frame]:
+    def _build_frames(self, picture: Picture, steps: list[Step], present: Any) -> list[Frame]:
         self._picture = picture
-        legend_items = picture.roles() + ["highlight"]
-        frames, before = [], set()
-        for index, step in enumerate(steps):
-            now = present(step.count)
-            added = tuple(n for n in picture.nodes if n in now and n not in before)
-            drawing = to_digraph(picture, hidden=set(picture.nodes) - now, highlight=added,
-                                 legend_items=legend_items, **self._layout)
-            frames.append(Frame(index, step.label, step.source, step.lineno, drawing, added))
-            before = now
-        return frames
+        return build_frames(picture, steps, present, self._layout)
 
     # ------------------------------------------------------------------------------ output
 
@@ -333,13 +295,12 @@ class Recorder:
     def to_gif(self, path: str, fps: float = 1.0, duration: float | None = None, captions: bool = True,
                loop: int = 0, max_size: int | None = 1600) -> str:
         """Save the frames as an animated GIF (see :func:`toynet.viz.gif.to_gif`)."""
-        from .gif import to_gif
         return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop,
                       max_size=max_size)
 
     def player(self, interval: int = 1000) -> Any:
         """A notebook widget: Play, a step slider, the step's source line and the graph as SVG."""
-        try:
+        try:  # ipywidgets is needed only here, so toynet.viz imports without it
             from .player import Player
         except ImportError as error:
             raise ImportError("rec.player() needs ipywidgets (pip install ipywidgets; JupyterLab 3+ and Notebook 7 "
