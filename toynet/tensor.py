@@ -24,6 +24,7 @@ from .backend import CPU, Device, DType
 from .ops import ShapeError
 from .ops import _op as op_base
 from .ops.shape import shape_arg
+from .printing import tensor_repr
 
 # ------------------------------------------------------------------------------------------ the door
 
@@ -265,7 +266,6 @@ class Tensor:
         return format(repr(self), spec)
 
     def __repr__(self) -> str:
-        from .printing import tensor_repr
         return tensor_repr(self)
 
     def __iter__(self) -> Iterator["Tensor"]:

@@ -300,8 +300,8 @@ class Recorder:
 
     def player(self, interval: int = 1000) -> Any:
         """A notebook widget: Play, a step slider, the step's source line and the graph as SVG."""
-        try:  # ipywidgets is needed only here, so toynet.viz imports without it
-            from .player import Player
+        try:
+            from .player import Player  # needs ipywidgets: toynet.viz imports without it
         except ImportError as error:
             raise ImportError("rec.player() needs ipywidgets (pip install ipywidgets; JupyterLab 3+ and Notebook 7 "
                               "show it without more setup); rec.to_gif('build.gif') works without it") from error
