@@ -216,33 +216,40 @@ def report(house: House) -> str:
 
 
 def dot_source(house: House) -> str:
-    """The floors as Graphviz rows, ground at the bottom, each floor's modules in it; arrows between
-    floors are counted, not drawn one by one, so the picture stays legible."""
+    """The floors as a stack, ground at the bottom: each floor names its modules and, for each floor
+    below, how many module-to-module import links it has there. Downward imports are only counted
+    (hundreds of arrows would hide the layers); an import that runs *up* a floor is drawn as a red
+    arrow, so a broken layer shows at a glance."""
     lines = ["digraph layers {",
-             '  graph [rankdir=BT, nodesep=0.25, ranksep=0.45, fontname="Helvetica", fontsize=12];',
-             '  node [shape=box, style="rounded,filled", fillcolor="#eef3fb", color="#5b7db1", '
-             'fontname="Helvetica", fontsize=11];',
-             '  edge [color="#7a7a7a", fontname="Helvetica", fontsize=10];']
-    for index, (name, _, what) in enumerate(FLOORS):
+             '  graph [rankdir=TB, nodesep=0.3, ranksep=0.18, fontname="Helvetica", fontsize=12];',
+             '  node [shape=plain, fontname="Helvetica", fontsize=12];',
+             '  edge [color="#c0392b", fontcolor="#c0392b", fontname="Helvetica", fontsize=11, penwidth=1.6];']
+    uses: dict[int, dict[int, int]] = {}   # floor -> floor below -> how many module-to-module links
+    for source, target in sorted({(i.source, i.target) for i in house.imports if not house.is_apart(i.source)}):
+        a, b = house.floor_of(source), house.floor_of(target)
+        if b < a:
+            uses.setdefault(a, {})[b] = uses.setdefault(a, {}).get(b, 0) + 1
+    for index in reversed(range(len(FLOORS))):
+        name, _, what = FLOORS[index]
         members = sorted(m for m in house.modules if house.floor_of(m) == index and not house.is_apart(m))
-        shown = _short_names(members)
-        label = f"{index}. {name}\\n{what}\\n\\n" + _wrap(shown, 5)
-        lines.append(f'  f{index} [label="{label}", width=6];')
-    counts: dict[tuple[int, int], int] = {}
-    for i in house.imports:
-        if house.is_apart(i.source):
-            continue
-        a, b = house.floor_of(i.source), house.floor_of(i.target)
-        if a != b:
-            counts[(b, a)] = counts.get((b, a), 0) + 1
-    for index in range(len(FLOORS) - 1):
-        lines.append(f"  f{index} -> f{index + 1} [style=invis, weight=10];")
-    for (low, high), n in sorted(counts.items()):
-        direction = "back" if low < high else "forward"
-        color = "" if low < high else ', color="#c0392b", fontcolor="#c0392b"'
-        lines.append(f'  f{low} -> f{high} [dir={direction}, label=" {n}", constraint=false{color}];')
+        used = ", ".join(f"{FLOORS[b][0]} {n}" for b, n in sorted(uses.get(index, {}).items(), reverse=True))
+        rows = [f'<tr><td align="left" width="560" bgcolor="#dbe6f6"><b>{index}. {_html(name)}</b>  {_html(what)}</td></tr>',
+                f'<tr><td align="left">{_html(_wrap(_short_names(members), 6, ", "))}</td></tr>']
+        if used:
+            rows.append(f'<tr><td align="left"><font color="#555555">imports: {_html(used)}</font></td></tr>')
+        lines.append(f'  f{index} [label=<<table border="1" cellborder="0" cellspacing="0" cellpadding="5" '
+                     f'color="#5b7db1" bgcolor="#f4f7fc" width="560">{"".join(rows)}</table>>];')
+    for index in reversed(range(1, len(FLOORS))):
+        lines.append(f"  f{index} -> f{index - 1} [style=invis, weight=10];")
+    for i in house.upward():
+        lines.append(f'  f{house.floor_of(i.source)} -> f{house.floor_of(i.target)} '
+                     f'[label=" {_html(i.source)} -> {_html(i.target)}", constraint=false];')
     lines.append("}")
     return "\n".join(lines)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _short_names(members: list[str]) -> list[str]:
@@ -261,9 +268,8 @@ def _is_package(module: str) -> bool:
     return (PACKAGE.parent / module.replace(".", "/") / "__init__.py").exists()
 
 
-def _wrap(names: list[str], per_line: int) -> str:
-    rows = [", ".join(names[i:i + per_line]) for i in range(0, len(names), per_line)]
-    return "\\n".join(rows)
+def _wrap(names: list[str], per_line: int, separator: str) -> str:
+    return separator.join(names)
 
 
 def main(argv: list[str] | None = None) -> int:
