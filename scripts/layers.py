@@ -233,8 +233,9 @@ def dot_source(house: House) -> str:
         name, _, what = FLOORS[index]
         members = sorted(m for m in house.modules if house.floor_of(m) == index and not house.is_apart(m))
         used = ", ".join(f"{FLOORS[b][0]} {n}" for b, n in sorted(uses.get(index, {}).items(), reverse=True))
-        rows = [f'<tr><td align="left" width="560" bgcolor="#dbe6f6"><b>{index}. {_html(name)}</b>  {_html(what)}</td></tr>',
-                f'<tr><td align="left">{_html(_wrap(_short_names(members), 6, ", "))}</td></tr>']
+        header = f"<b>{index}. {_html(name)}</b>  {_html(what)}"
+        rows = [f'<tr><td align="left" width="560" bgcolor="#dbe6f6">{header}</td></tr>',
+                f'<tr><td align="left">{_html(", ".join(_short_names(members)))}</td></tr>']
         if used:
             rows.append(f'<tr><td align="left"><font color="#555555">imports: {_html(used)}</font></td></tr>')
         lines.append(f'  f{index} [label=<<table border="1" cellborder="0" cellspacing="0" cellpadding="5" '
@@ -266,10 +267,6 @@ def _short_names(members: list[str]) -> list[str]:
 
 def _is_package(module: str) -> bool:
     return (PACKAGE.parent / module.replace(".", "/") / "__init__.py").exists()
-
-
-def _wrap(names: list[str], per_line: int, separator: str) -> str:
-    return separator.join(names)
 
 
 def main(argv: list[str] | None = None) -> int:
