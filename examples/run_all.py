@@ -61,7 +61,11 @@ def make_figures() -> bool:
     start = time.perf_counter()
     written = figures.make_all(ROOT / "imgs")
     print(f"[main] figures: wrote {len(written)} files to imgs/ in {time.perf_counter() - start:.1f} s")
-    return True
+    # The floors of the framework itself (docs/how-it-works.md), read from toynet's own imports.
+    command = [sys.executable, str(ROOT / "scripts" / "layers.py"), "--svg", str(ROOT / "imgs" / "layers.svg")]
+    layers = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    print(f"[main] layers: {layers.stdout.strip().splitlines()[-1] if layers.returncode == 0 else layers.stderr}")
+    return layers.returncode == 0
 
 
 def main(argv: list[str] | None = None) -> int:
