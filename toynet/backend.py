@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy
 
 #: The host array module. Files, images and data sets live in host memory, so code that reads or writes
-#: them (datasets, transforms, serialization) works on host arrays through this name; ops never do:
+#: them (datasets, transforms, serialization, printing) works on host arrays through this name; ops never do:
 #: they receive the device's array module ``xp``.
 host = numpy
 
@@ -395,22 +395,7 @@ def set_rng_state(state: dict) -> None:
     _generator.bit_generator.state = state
 
 
-# ---------------------------------------------------------------------------------------------- printing
-
-
-def format_array(host: numpy.ndarray, indent: int) -> str:
-    """Print a host array the way PyTorch and OneFlow do: 4 decimals (scientific notation when the
-    magnitudes differ widely), whole numbers as ``1.``, ``, `` separators, summarised beyond 1000
-    elements, continuation lines indented by ``indent`` spaces."""
-    floatmode = "fixed"
-    if host.dtype.kind == "f":
-        finite = numpy.abs(host[numpy.isfinite(host)]).astype(numpy.float64)
-        nonzero = finite[finite != 0]
-        if numpy.all(finite == numpy.round(finite)) and (
-                nonzero.size == 0 or (nonzero.max() < 1e8 and nonzero.max() / nonzero.min() <= 1e3)):
-            floatmode = "maxprec"  # whole numbers, no scientific notation: print 1. rather than 1.0000
-    return numpy.array2string(host, precision=4, floatmode=floatmode, separator=", ", prefix=" " * indent,
-                              threshold=1000, edgeitems=3, max_line_width=80)
+# ---------------------------------------------------------------------------------------------- shapes
 
 
 def index_result_shape(shape: tuple, index: tuple, tensor_metas: list, marker: Any) -> tuple:
