@@ -14,6 +14,7 @@ CuPy is imported only when a ``cuda`` device is first asked for, so a CPU-only m
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy
@@ -89,11 +90,8 @@ def to_dtype(spec: Any) -> DType:
 
 def dtype_of(array: Any) -> DType:
     """The toynet dtype of a NumPy/CuPy array."""
-    try:
-        return _DTYPE_BY_ARRAY_DTYPE[array.dtype]
-    except KeyError:
-        known = ", ".join(d.name for d in ALL_DTYPES)
-        raise TypeError(f"arrays of dtype {array.dtype} are not supported; use one of {known}") from None
+    found = _DTYPE_BY_ARRAY_DTYPE.get(array.dtype)  # every new tensor asks: one dict look-up
+    return found if found is not None else dtype_of_array_dtype(array.dtype)  # which raises the error
 
 
 def promote(*items: Any) -> DType:
@@ -106,16 +104,18 @@ def promote(*items: Any) -> DType:
 
 
 def dtype_of_array_dtype(array_dtype: Any) -> DType:
-    try:
-        return _DTYPE_BY_ARRAY_DTYPE[numpy.dtype(array_dtype)]
-    except KeyError:
+    """The toynet dtype of a NumPy dtype (or anything ``numpy.dtype`` accepts)."""
+    found = _DTYPE_BY_ARRAY_DTYPE.get(numpy.dtype(array_dtype))
+    if found is None:
         known = ", ".join(d.name for d in ALL_DTYPES)
-        raise TypeError(f"arrays of dtype {array_dtype} are not supported; use one of {known}") from None
+        raise TypeError(f"arrays of dtype {array_dtype} are not supported; use one of {known}")
+    return found
 
 
 # ---------------------------------------------------------------------------------------- array modules
 
 
+@dataclass(eq=False, slots=True)  # eq=False: each array module is one object, compared by identity
 class ArrayModule:
     """What toynet needs to know about one array library: the module itself and two transfers.
 
@@ -123,13 +123,10 @@ class ArrayModule:
     ``from_numpy`` copies a host array onto the device.
     """
 
-    __slots__ = ("name", "xp", "to_numpy", "from_numpy")
-
-    def __init__(self, name: str, xp: Any, to_numpy: Callable, from_numpy: Callable):
-        self.name = name
-        self.xp = xp
-        self.to_numpy = to_numpy
-        self.from_numpy = from_numpy
+    name: str
+    xp: Any
+    to_numpy: Callable
+    from_numpy: Callable
 
 
 _NUMPY = ArrayModule("numpy", numpy, lambda a: a, lambda a: a)
@@ -269,14 +266,10 @@ CPU = Device("cpu")
 
 def to_device_obj(spec: Any) -> Device:
     """Accept a :class:`Device`, a string, or ``None`` (the CPU)."""
-    if spec is None:
-        return CPU
-    if isinstance(spec, Device):
-        return spec
-    return Device(spec)
+    return CPU if spec is None else Device(spec)  # Device(device) is that device
 
 
-# ------------------------------------------------------------------------------------------- transfers
+# ------------------------------------------------------------------------- transfers and array helpers
 
 
 def to_numpy(array: Any, device: Device) -> numpy.ndarray:
@@ -299,12 +292,10 @@ def as_device_value(value: Any, device: Device, dtype: DType | None = None) -> A
 
 
 def to_device(array: Any, src: Device, dst: Device) -> Any:
-    """Move an array from device ``src`` to device ``dst`` (through host memory if the types differ)."""
+    """Move an array from device ``src`` to device ``dst`` through host memory."""
     if src == dst:
         return array
-    if src.type == dst.type:
-        # Two GPUs: let the array module copy; toynet has no multi-GPU tests, so keep it simple.
-        return dst.array_module.from_numpy(src.array_module.to_numpy(array))
+    # Two GPUs go through the host too: toynet has no multi-GPU tests, so it keeps this simple.
     return dst.array_module.from_numpy(src.array_module.to_numpy(array))
 
 
@@ -345,6 +336,18 @@ def host_scalar(value: Any) -> int | float | bool:
     return value.item() if isinstance(value, (numpy.number, numpy.bool_)) else value
 
 
+def index_result_shape(shape: tuple, index: tuple, tensor_metas: list, marker: Any) -> tuple:
+    """The shape ``array[index]`` would have, found without data: index a zero-strided dummy.
+
+    ``marker`` items in ``index`` stand for integer index arrays of the shapes in ``tensor_metas``.
+    Raises ``IndexError`` for an index the shape cannot take.
+    """
+    dummy = numpy.broadcast_to(numpy.empty((), dtype=numpy.int8), shape)
+    arrays = iter([numpy.zeros(s, dtype=d.array_dtype) for s, d in tensor_metas])
+    resolved = tuple(next(arrays) if item == marker else item for item in index)
+    return dummy[resolved].shape
+
+
 # ------------------------------------------------------------------------------------------------ random
 
 # One host generator for all devices: random tensors are drawn on the host and copied to the device,
@@ -363,16 +366,15 @@ def generator() -> numpy.random.Generator:
 
 
 def random_normal(shape: tuple, dtype: DType, device: Device) -> Any:
-    return device.array_module.from_numpy(_generator.standard_normal(shape, dtype=numpy.float64)
-                                          .astype(dtype.array_dtype))
+    return from_host(_generator.standard_normal(shape, dtype=numpy.float64), device, dtype)
 
 
 def random_uniform(shape: tuple, low: float, high: float, dtype: DType, device: Device) -> Any:
-    return device.array_module.from_numpy(_generator.uniform(low, high, shape).astype(dtype.array_dtype))
+    return from_host(_generator.uniform(low, high, shape), device, dtype)
 
 
 def random_integers(low: int, high: int, shape: tuple, dtype: DType, device: Device) -> Any:
-    return device.array_module.from_numpy(_generator.integers(low, high, shape).astype(dtype.array_dtype))
+    return from_host(_generator.integers(low, high, shape), device, dtype)
 
 
 def random_permutation(n: int) -> numpy.ndarray:
@@ -393,18 +395,3 @@ def get_rng_state() -> dict:
 
 def set_rng_state(state: dict) -> None:
     _generator.bit_generator.state = state
-
-
-# ---------------------------------------------------------------------------------------------- shapes
-
-
-def index_result_shape(shape: tuple, index: tuple, tensor_metas: list, marker: Any) -> tuple:
-    """The shape ``array[index]`` would have, found without data: index a zero-strided dummy.
-
-    ``marker`` items in ``index`` stand for integer index arrays of the shapes in ``tensor_metas``.
-    Raises ``IndexError`` for an index the shape cannot take.
-    """
-    dummy = numpy.broadcast_to(numpy.empty((), dtype=numpy.int8), shape)
-    arrays = iter([numpy.zeros(s, dtype=d.array_dtype) for s, d in tensor_metas])
-    resolved = tuple(next(arrays) if item == marker else item for item in index)
-    return dummy[resolved].shape
