@@ -50,7 +50,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_mobilenet  # the two networks and their training steps
 from allocator import tune_host_allocator
 
-import toynet as flow
 from toynet.ops import OPS
 
 # (label, x shape, out channels, kernel, stride, padding, groups)
