@@ -46,8 +46,8 @@ import os
 import sys
 
 if __name__ == "__main__":  # NumPy's BLAS reads its thread count when it loads
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_var] = "1"
+    from blas_threads import use_threads
+    use_threads("1")
 
 import argparse
 import contextlib

@@ -34,12 +34,8 @@ import os
 import sys
 
 if __name__ == "__main__":  # thread counts must be set before NumPy and PyTorch start their pools
-    _threads = "1"
-    for i, arg in enumerate(sys.argv):
-        if arg.startswith("--threads"):
-            _threads = arg.split("=", 1)[1] if "=" in arg else sys.argv[i + 1]
-    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_var] = _threads
+    from blas_threads import threads_from_argv, use_threads
+    use_threads(threads_from_argv())
 
 import gc
 import json

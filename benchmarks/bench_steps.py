@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import sys
 import time
 import tracemalloc
 
 if __name__ == "__main__":  # must happen before NumPy loads its BLAS
-    _threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1"
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_var] = _threads
+    from blas_threads import threads_from_argv, use_threads
+    use_threads(threads_from_argv())
 
 import numpy as np  # noqa: E402
 
