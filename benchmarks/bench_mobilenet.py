@@ -142,20 +142,10 @@ def make_step(kind: str, workload: str, model=None):
     """A function running one training step of ``workload`` with ``kind`` (eager, graph or torch)."""
     model = make_model(kind, workload) if model is None else model
     x, y = data(workload)
-    if kind == "torch":
+    if kind == "torch":  # PyTorch's objects run through the same eager_step as toynet's
         import torch
-        twin = model
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-        loss_fn = torch.nn.CrossEntropyLoss()
-        opt = torch.optim.SGD(twin.parameters(), lr=1e-3)
-
-        def torch_step():
-            loss = loss_fn(twin(tx), ty)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return torch_step
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+        return eager_step(model, torch.nn.CrossEntropyLoss(), optimizer, torch.from_numpy(x), torch.from_numpy(y))
 
     fx, fy = flow.tensor(x), flow.tensor(y)
     loss_fn = nn.CrossEntropyLoss()
