@@ -90,8 +90,11 @@ def to_dtype(spec: Any) -> DType:
 
 def dtype_of(array: Any) -> DType:
     """The toynet dtype of a NumPy/CuPy array."""
-    found = _DTYPE_BY_ARRAY_DTYPE.get(array.dtype)  # every new tensor asks: one dict look-up
-    return found if found is not None else dtype_of_array_dtype(array.dtype)  # which raises the error
+    try:
+        return _DTYPE_BY_ARRAY_DTYPE[array.dtype]  # every new tensor asks: keep it one look-up
+    except KeyError:
+        pass
+    return dtype_of_array_dtype(array.dtype)  # not a toynet dtype: this raises the error
 
 
 def promote(*items: Any) -> DType:
@@ -157,15 +160,13 @@ def _load_cupy() -> ArrayModule:
         raise RuntimeError(
             "device 'cuda' needs CuPy, which is not installed. Install it with "
             "`pip install 'toynet[cuda]'` (or the cupy-cudaXXx wheel matching your CUDA version), "
-            "or use device='cpu'."
-        ) from e
+            "or use device='cpu'.") from e
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # CUDA driver missing or broken
         raise RuntimeError(
             f"CuPy is installed but cannot reach an NVIDIA GPU ({type(e).__name__}: {e}). "
-            "Check the NVIDIA driver with `nvidia-smi`, or use device='cpu'."
-        ) from e
+            "Check the NVIDIA driver with `nvidia-smi`, or use device='cpu'.") from e
     if count == 0:
         raise RuntimeError("CuPy is installed but this machine has no NVIDIA GPU; use device='cpu'.")
     return ArrayModule("cupy", cupy, cupy.asnumpy, cupy.asarray)
@@ -266,7 +267,9 @@ CPU = Device("cpu")
 
 def to_device_obj(spec: Any) -> Device:
     """Accept a :class:`Device`, a string, or ``None`` (the CPU)."""
-    return CPU if spec is None else Device(spec)  # Device(device) is that device
+    if spec is None:
+        return CPU
+    return spec if isinstance(spec, Device) else Device(spec)  # Device(device) works too, at twice the cost
 
 
 # ------------------------------------------------------------------------- transfers and array helpers
@@ -337,11 +340,9 @@ def host_scalar(value: Any) -> int | float | bool:
 
 
 def index_result_shape(shape: tuple, index: tuple, tensor_metas: list, marker: Any) -> tuple:
-    """The shape ``array[index]`` would have, found without data: index a zero-strided dummy.
-
+    """The shape ``array[index]`` would have, found without data by indexing a zero-strided dummy;
     ``marker`` items in ``index`` stand for integer index arrays of the shapes in ``tensor_metas``.
-    Raises ``IndexError`` for an index the shape cannot take.
-    """
+    Raises ``IndexError`` for an index the shape cannot take."""
     dummy = numpy.broadcast_to(numpy.empty((), dtype=numpy.int8), shape)
     arrays = iter([numpy.zeros(s, dtype=d.array_dtype) for s, d in tensor_metas])
     resolved = tuple(next(arrays) if item == marker else item for item in index)
