@@ -19,7 +19,7 @@ lower is better) next to PyTorch's median time.
 Threads: one by default (``--threads``), for NumPy's BLAS (``OPENBLAS_NUM_THREADS``, set before NumPy
 loads) and for PyTorch (``torch.set_num_threads``): on a loaded machine extra threads spin and wait.
 ``--clock cpu`` times by the CPU time of this thread (``time.thread_time``), robust when other programs
-share the machine. ``--tune-allocator`` calls ``toynet.backend.tune_host_allocator()`` first.
+share the machine. ``--tune-allocator`` calls ``tune_host_allocator()`` (benchmarks/allocator.py) first.
 
 The networks are ``bench_mobilenet``'s (the small conv net and MobileNetV2), so the kernel shapes here
 are those layers' and ``--steps`` times the same training steps.
@@ -33,12 +33,8 @@ import os
 import sys
 
 if __name__ == "__main__":  # thread counts must be set before NumPy and PyTorch start their pools
-    _threads = "1"
-    for i, arg in enumerate(sys.argv):
-        if arg.startswith("--threads"):
-            _threads = arg.split("=", 1)[1] if "=" in arg else sys.argv[i + 1]
-    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_var] = _threads
+    from blas_threads import threads_from_argv, use_threads
+    use_threads(threads_from_argv())
 
 import argparse
 import statistics
@@ -48,8 +44,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_mobilenet  # the two networks and their training steps
+from allocator import tune_host_allocator
 
-import toynet as flow
 from toynet.ops import OPS
 
 # (label, x shape, out channels, kernel, stride, padding, groups)
@@ -227,7 +223,7 @@ def main() -> None:
     parser.add_argument("--steps", action="store_true", help="also time whole training steps")
     parser.add_argument("--no-kernels", action="store_true", help="skip the per-kernel table")
     parser.add_argument("--only", default="", help="time only the kernels whose label contains this text")
-    parser.add_argument("--tune-allocator", action="store_true", help="call backend.tune_host_allocator() first")
+    parser.add_argument("--tune-allocator", action="store_true", help="call tune_host_allocator() first")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: time.thread_time, robust on a busy machine (exact with --threads 1, where "
                              "all work runs in this thread)")
@@ -235,7 +231,7 @@ def main() -> None:
     global CLOCK
     CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
     if args.tune_allocator:
-        print("tune_host_allocator:", flow.backend.tune_host_allocator())
+        print("tune_host_allocator:", tune_host_allocator())
     import torch
     torch.set_num_threads(args.threads)
     print(f"PyTorch {torch.__version__} with {torch.get_num_threads()} threads; NumPy {np.__version__} "

@@ -46,8 +46,8 @@ import os
 import sys
 
 if __name__ == "__main__":  # NumPy's BLAS reads its thread count when it loads
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_var] = "1"
+    from blas_threads import use_threads
+    use_threads("1")
 
 import argparse
 import contextlib
@@ -60,6 +60,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_mobilenet  # the network, its data, and the toynet and PyTorch steps
+from allocator import tune_host_allocator
 
 import toynet as flow
 from toynet.ops import OPS
@@ -332,10 +333,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=5, help="steps per contender per round")
     parser.add_argument("--breakdown", action="store_true", help="also time each op / stage")
     parser.add_argument("--tune-allocator", action="store_true",
-                        help="call toynet.backend.tune_host_allocator() first (glibc keeps freed blocks)")
+                        help="call tune_host_allocator() first (glibc keeps freed blocks)")
     args = parser.parse_args(argv)
     if args.tune_allocator:
-        print("tune_host_allocator:", flow.backend.tune_host_allocator())
+        print("tune_host_allocator:", tune_host_allocator())
     kinds = ["eager", "graph", "numpy"]
     try:
         import torch

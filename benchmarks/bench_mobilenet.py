@@ -34,12 +34,8 @@ import os
 import sys
 
 if __name__ == "__main__":  # thread counts must be set before NumPy and PyTorch start their pools
-    _threads = "1"
-    for i, arg in enumerate(sys.argv):
-        if arg.startswith("--threads"):
-            _threads = arg.split("=", 1)[1] if "=" in arg else sys.argv[i + 1]
-    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_var] = _threads
+    from blas_threads import threads_from_argv, use_threads
+    use_threads(threads_from_argv())
 
 import gc
 import json
@@ -146,20 +142,10 @@ def make_step(kind: str, workload: str, model=None):
     """A function running one training step of ``workload`` with ``kind`` (eager, graph or torch)."""
     model = make_model(kind, workload) if model is None else model
     x, y = data(workload)
-    if kind == "torch":
+    if kind == "torch":  # PyTorch's objects run through the same eager_step as toynet's
         import torch
-        twin = model
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-        loss_fn = torch.nn.CrossEntropyLoss()
-        opt = torch.optim.SGD(twin.parameters(), lr=1e-3)
-
-        def torch_step():
-            loss = loss_fn(twin(tx), ty)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        return torch_step
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+        return eager_step(model, torch.nn.CrossEntropyLoss(), optimizer, torch.from_numpy(x), torch.from_numpy(y))
 
     fx, fy = flow.tensor(x), flow.tensor(y)
     loss_fn = nn.CrossEntropyLoss()

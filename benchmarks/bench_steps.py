@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import sys
 import time
 import tracemalloc
 
 if __name__ == "__main__":  # must happen before NumPy loads its BLAS
-    _threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1"
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_var] = _threads
+    from blas_threads import threads_from_argv, use_threads
+    use_threads(threads_from_argv())
 
 import numpy as np  # noqa: E402
 
@@ -165,30 +163,26 @@ def numpy_mlp(x, t, lr=0.01, momentum=0.9):
     return step
 
 
-def toynet_mlp_model():
-    flow.manual_seed(0)
+def mlp_model(lib):
+    """The MLP of ``SIZES`` (ReLU between the layers), cross-entropy and SGD with momentum, built from
+    ``lib``: toynet and PyTorch share the API, so this one function builds both contenders."""
     layers = []
     for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layers.append(flow.nn.Linear(a, b))
+        layers.append(lib.nn.Linear(a, b))
         if i < len(SIZES) - 2:
-            layers.append(flow.nn.ReLU())
-    model = flow.nn.Sequential(*layers)
-    loss_fn = flow.nn.CrossEntropyLoss()
-    optimizer = flow.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    return model, loss_fn, optimizer
+            layers.append(lib.nn.ReLU())
+    model = lib.nn.Sequential(*layers)
+    return model, lib.nn.CrossEntropyLoss(), lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def toynet_mlp_model():
+    flow.manual_seed(0)
+    return mlp_model(flow)
 
 
 def torch_mlp(x, t):
     import torch
-    layers = []
-    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        layers.append(torch.nn.Linear(a, b))
-        if i < len(SIZES) - 2:
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    return eager_step(model, loss_fn, opt, torch.from_numpy(x), torch.from_numpy(t))
+    return eager_step(*mlp_model(torch), torch.from_numpy(x), torch.from_numpy(t))
 
 
 # ---------------------------------------------------------------------------------------- harness

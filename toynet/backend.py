@@ -14,12 +14,13 @@ CuPy is imported only when a ``cuda`` device is first asked for, so a CPU-only m
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy
 
 #: The host array module. Files, images and data sets live in host memory, so code that reads or writes
-#: them (datasets, transforms, serialization) works on host arrays through this name; ops never do:
+#: them (datasets, transforms, serialization, printing) works on host arrays through this name; ops never do:
 #: they receive the device's array module ``xp``.
 host = numpy
 
@@ -90,10 +91,10 @@ def to_dtype(spec: Any) -> DType:
 def dtype_of(array: Any) -> DType:
     """The toynet dtype of a NumPy/CuPy array."""
     try:
-        return _DTYPE_BY_ARRAY_DTYPE[array.dtype]
+        return _DTYPE_BY_ARRAY_DTYPE[array.dtype]  # every new tensor asks: keep it one look-up
     except KeyError:
-        known = ", ".join(d.name for d in ALL_DTYPES)
-        raise TypeError(f"arrays of dtype {array.dtype} are not supported; use one of {known}") from None
+        pass
+    return dtype_of_array_dtype(array.dtype)  # not a toynet dtype: this raises the error
 
 
 def promote(*items: Any) -> DType:
@@ -106,16 +107,18 @@ def promote(*items: Any) -> DType:
 
 
 def dtype_of_array_dtype(array_dtype: Any) -> DType:
-    try:
-        return _DTYPE_BY_ARRAY_DTYPE[numpy.dtype(array_dtype)]
-    except KeyError:
+    """The toynet dtype of a NumPy dtype (or anything ``numpy.dtype`` accepts)."""
+    found = _DTYPE_BY_ARRAY_DTYPE.get(numpy.dtype(array_dtype))
+    if found is None:
         known = ", ".join(d.name for d in ALL_DTYPES)
-        raise TypeError(f"arrays of dtype {array_dtype} are not supported; use one of {known}") from None
+        raise TypeError(f"arrays of dtype {array_dtype} are not supported; use one of {known}")
+    return found
 
 
 # ---------------------------------------------------------------------------------------- array modules
 
 
+@dataclass(eq=False, slots=True)  # eq=False: each array module is one object, compared by identity
 class ArrayModule:
     """What toynet needs to know about one array library: the module itself and two transfers.
 
@@ -123,13 +126,10 @@ class ArrayModule:
     ``from_numpy`` copies a host array onto the device.
     """
 
-    __slots__ = ("name", "xp", "to_numpy", "from_numpy")
-
-    def __init__(self, name: str, xp: Any, to_numpy: Callable, from_numpy: Callable):
-        self.name = name
-        self.xp = xp
-        self.to_numpy = to_numpy
-        self.from_numpy = from_numpy
+    name: str
+    xp: Any
+    to_numpy: Callable
+    from_numpy: Callable
 
 
 _NUMPY = ArrayModule("numpy", numpy, lambda a: a, lambda a: a)
@@ -160,15 +160,13 @@ def _load_cupy() -> ArrayModule:
         raise RuntimeError(
             "device 'cuda' needs CuPy, which is not installed. Install it with "
             "`pip install 'toynet[cuda]'` (or the cupy-cudaXXx wheel matching your CUDA version), "
-            "or use device='cpu'."
-        ) from e
+            "or use device='cpu'.") from e
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # CUDA driver missing or broken
         raise RuntimeError(
             f"CuPy is installed but cannot reach an NVIDIA GPU ({type(e).__name__}: {e}). "
-            "Check the NVIDIA driver with `nvidia-smi`, or use device='cpu'."
-        ) from e
+            "Check the NVIDIA driver with `nvidia-smi`, or use device='cpu'.") from e
     if count == 0:
         raise RuntimeError("CuPy is installed but this machine has no NVIDIA GPU; use device='cpu'.")
     return ArrayModule("cupy", cupy, cupy.asnumpy, cupy.asarray)
@@ -271,12 +269,10 @@ def to_device_obj(spec: Any) -> Device:
     """Accept a :class:`Device`, a string, or ``None`` (the CPU)."""
     if spec is None:
         return CPU
-    if isinstance(spec, Device):
-        return spec
-    return Device(spec)
+    return spec if isinstance(spec, Device) else Device(spec)  # Device(device) works too, at twice the cost
 
 
-# ------------------------------------------------------------------------------------------- transfers
+# ------------------------------------------------------------------------- transfers and array helpers
 
 
 def to_numpy(array: Any, device: Device) -> numpy.ndarray:
@@ -299,12 +295,10 @@ def as_device_value(value: Any, device: Device, dtype: DType | None = None) -> A
 
 
 def to_device(array: Any, src: Device, dst: Device) -> Any:
-    """Move an array from device ``src`` to device ``dst`` (through host memory if the types differ)."""
+    """Move an array from device ``src`` to device ``dst`` through host memory."""
     if src == dst:
         return array
-    if src.type == dst.type:
-        # Two GPUs: let the array module copy; toynet has no multi-GPU tests, so keep it simple.
-        return dst.array_module.from_numpy(src.array_module.to_numpy(array))
+    # Two GPUs go through the host too: toynet has no multi-GPU tests, so it keeps this simple.
     return dst.array_module.from_numpy(src.array_module.to_numpy(array))
 
 
@@ -345,6 +339,16 @@ def host_scalar(value: Any) -> int | float | bool:
     return value.item() if isinstance(value, (numpy.number, numpy.bool_)) else value
 
 
+def index_result_shape(shape: tuple, index: tuple, tensor_metas: list, marker: Any) -> tuple:
+    """The shape ``array[index]`` would have, found without data by indexing a zero-strided dummy;
+    ``marker`` items in ``index`` stand for integer index arrays of the shapes in ``tensor_metas``.
+    Raises ``IndexError`` for an index the shape cannot take."""
+    dummy = numpy.broadcast_to(numpy.empty((), dtype=numpy.int8), shape)
+    arrays = iter([numpy.zeros(s, dtype=d.array_dtype) for s, d in tensor_metas])
+    resolved = tuple(next(arrays) if item == marker else item for item in index)
+    return dummy[resolved].shape
+
+
 # ------------------------------------------------------------------------------------------------ random
 
 # One host generator for all devices: random tensors are drawn on the host and copied to the device,
@@ -363,16 +367,15 @@ def generator() -> numpy.random.Generator:
 
 
 def random_normal(shape: tuple, dtype: DType, device: Device) -> Any:
-    return device.array_module.from_numpy(_generator.standard_normal(shape, dtype=numpy.float64)
-                                          .astype(dtype.array_dtype))
+    return from_host(_generator.standard_normal(shape, dtype=numpy.float64), device, dtype)
 
 
 def random_uniform(shape: tuple, low: float, high: float, dtype: DType, device: Device) -> Any:
-    return device.array_module.from_numpy(_generator.uniform(low, high, shape).astype(dtype.array_dtype))
+    return from_host(_generator.uniform(low, high, shape), device, dtype)
 
 
 def random_integers(low: int, high: int, shape: tuple, dtype: DType, device: Device) -> Any:
-    return device.array_module.from_numpy(_generator.integers(low, high, shape).astype(dtype.array_dtype))
+    return from_host(_generator.integers(low, high, shape), device, dtype)
 
 
 def random_permutation(n: int) -> numpy.ndarray:
@@ -393,73 +396,3 @@ def get_rng_state() -> dict:
 
 def set_rng_state(state: dict) -> None:
     _generator.bit_generator.state = state
-
-
-# ---------------------------------------------------------------------------------------------- printing
-
-
-def format_array(host: numpy.ndarray, indent: int) -> str:
-    """Print a host array the way PyTorch and OneFlow do: 4 decimals (scientific notation when the
-    magnitudes differ widely), whole numbers as ``1.``, ``, `` separators, summarised beyond 1000
-    elements, continuation lines indented by ``indent`` spaces."""
-    floatmode = "fixed"
-    if host.dtype.kind == "f":
-        finite = numpy.abs(host[numpy.isfinite(host)]).astype(numpy.float64)
-        nonzero = finite[finite != 0]
-        if numpy.all(finite == numpy.round(finite)) and (
-                nonzero.size == 0 or (nonzero.max() < 1e8 and nonzero.max() / nonzero.min() <= 1e3)):
-            floatmode = "maxprec"  # whole numbers, no scientific notation: print 1. rather than 1.0000
-    return numpy.array2string(host, precision=4, floatmode=floatmode, separator=", ", prefix=" " * indent,
-                              threshold=1000, edgeitems=3, max_line_width=80)
-
-
-def index_result_shape(shape: tuple, index: tuple, tensor_metas: list, marker: Any) -> tuple:
-    """The shape ``array[index]`` would have, found without data: index a zero-strided dummy.
-
-    ``marker`` items in ``index`` stand for integer index arrays of the shapes in ``tensor_metas``.
-    Raises ``IndexError`` for an index the shape cannot take.
-    """
-    dummy = numpy.broadcast_to(numpy.empty((), dtype=numpy.int8), shape)
-    arrays = iter([numpy.zeros(s, dtype=d.array_dtype) for s, d in tensor_metas])
-    resolved = tuple(next(arrays) if item == marker else item for item in index)
-    return dummy[resolved].shape
-
-
-# ------------------------------------------------------------------------------------ host allocator
-
-#: glibc's mallopt() parameter numbers (malloc.h): M_TRIM_THRESHOLD and M_MMAP_THRESHOLD.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-def tune_host_allocator(keep_bytes: int = 1 << 30) -> bool:
-    """Ask glibc's malloc to keep freed large blocks for reuse instead of returning them to the OS.
-
-    Why: a training step allocates many megabyte-sized temporaries (im2col matrices, activations,
-    gradients) and frees them a moment later. By default glibc serves each block above a threshold
-    (128 KiB, raised dynamically up to 32 MiB) with its own ``mmap`` and unmaps it on ``free``, and
-    trims the heap top when more than ``M_TRIM_THRESHOLD`` is free; the next step's allocation then
-    gets fresh pages from the kernel, and touching each 4 KiB page costs a page fault plus zeroing.
-    Setting both thresholds explicitly (which also switches off the dynamic adjustment) makes such
-    blocks come from the heap, and keeps up to ``keep_bytes`` of freed memory there for the next step.
-    The process keeps its peak memory instead of giving it back between steps.
-
-    Works only with glibc on Linux (found through ``ctypes``); elsewhere it does nothing. Returns True
-    when both settings were accepted. ``M_MMAP_THRESHOLD`` is capped by glibc at 32 MiB on 64-bit
-    systems, so blocks larger than that are still mapped per allocation.
-    """
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    largest_mmap_threshold = 32 << 20  # HEAP_MAX / 2 on 64-bit glibc; larger values are refused
-    mmap_ok = mallopt(_M_MMAP_THRESHOLD, min(keep_bytes, largest_mmap_threshold)) == 1
-    trim_ok = mallopt(_M_TRIM_THRESHOLD, keep_bytes) == 1
-    return mmap_ok and trim_ok

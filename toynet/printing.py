@@ -8,6 +8,23 @@ from typing import Any
 
 from . import backend
 
+host = backend.host  # printing works on host copies of the values (only backend imports NumPy)
+
+
+def format_array(array: Any, indent: int) -> str:
+    """Print a host array the way PyTorch and OneFlow do: 4 decimals (scientific notation when the
+    magnitudes differ widely), whole numbers as ``1.``, ``, `` separators, summarised beyond 1000
+    elements, continuation lines indented by ``indent`` spaces."""
+    floatmode = "fixed"
+    if array.dtype.kind == "f":
+        finite = host.abs(array[host.isfinite(array)]).astype(host.float64)
+        nonzero = finite[finite != 0]
+        if host.all(finite == host.round(finite)) and (
+                nonzero.size == 0 or (nonzero.max() < 1e8 and nonzero.max() / nonzero.min() <= 1e3)):
+            floatmode = "maxprec"  # whole numbers, no scientific notation: print 1. rather than 1.0000
+    return host.array2string(array, precision=4, floatmode=floatmode, separator=", ", prefix=" " * indent,
+                             threshold=1000, edgeitems=3, max_line_width=80)
+
 
 def _suffixes(t: Any, lazy_meta: bool) -> list[str]:
     parts = []
@@ -50,9 +67,9 @@ def meta_repr(t: Any, linewidth: int | None = 80) -> str:
 def tensor_repr(t: Any) -> str:
     if t.is_lazy:
         return meta_repr(t, linewidth=None)
-    host = t.numpy()
-    body = backend.format_array(host, indent=len("tensor("))
+    values = t.numpy()
+    body = format_array(values, indent=len("tensor("))
     parts = _suffixes(t, lazy_meta=False)
-    if host.size == 0:
+    if values.size == 0:
         parts.insert(0, f"size={tuple(t.shape)}")
     return "tensor(" + body + ", " + ", ".join(parts) + ")"

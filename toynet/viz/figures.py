@@ -1,9 +1,7 @@
 """The figures of the tutorials, drawn again by toynet from the very graphs it builds: ``imgs/``.
 
-:func:`make_all` writes every figure the seed tutorials show, plus two for the docs::
-
-    from toynet.viz import figures
-    paths = figures.make_all("imgs")      # what examples/run_all.py (the main job) calls
+:func:`make_all` writes every figure the seed tutorials show, plus two for the docs; the main job
+(examples/run_all.py) calls it as ``figures.make_all("imgs")``:
 
 ==========================  ===================================================================
 ``compute_graph.png``       the autograd graph of the tutorial's example (x, w, b, z, l)
@@ -28,15 +26,25 @@ import math
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
-import toynet as flow
-from toynet import backend
-
-from . import record
+from .. import backend, functional, nn
+from ..creation import ones, randint, randn, tensor, zeros
+from ..optim import SGD
+from ..tensor import Tensor
+from ..vision.models import mobilenet_v2
+from . import draw, draw_pass, picture_of  # toynet.viz's own functions (the package is loaded before this module)
+from .dot import to_digraph
+from .recording import record
 from .rendering import to_png, to_svg
 
 #: Longest side of the graph PNGs, in pixels (dot's default 96 dpi otherwise; big graphs are scaled down).
 MAX_PNG = 2400
+
+#: The part of the tutorial's ``import toynet as flow`` that its autograd example uses. The dynamic-graph GIF
+#: shows each recorded statement as its caption, so the statements must read as the tutorial writes them,
+#: ``flow.ones(1, 5)``; importing the toynet package itself from inside it would run an import back up.
+flow = SimpleNamespace(ones=ones, randn=randn, zeros=zeros, matmul=functional.matmul, sum=functional.sum)
 
 #: Every file :func:`make_all` writes.
 FILES = ("compute_graph.png", "01-wxb.png", "02-z.png", "dynamic_graph.gif", "static_graph.png",
@@ -50,7 +58,7 @@ def make_all(out_dir: str | Path) -> list[Path]:
     written: list[Path] = []
     with _repeatable():
         for maker in (construction_figures, static_graph_figures, poly_fit_figure, mobilenet_figures):
-            flow.manual_seed(0)  # each figure as if made alone
+            backend.manual_seed(0)  # each figure as if made alone
             written += maker(out)
     return written
 
@@ -58,7 +66,7 @@ def make_all(out_dir: str | Path) -> list[Path]:
 # --------------------------------------------------------------------------------- Eager mode
 
 
-def loss(y_pred: flow.Tensor, y: flow.Tensor) -> flow.Tensor:
+def loss(y_pred: Tensor, y: Tensor) -> Tensor:
     """The tutorial's loss: half the summed squared error."""
     return flow.sum(1 / 2 * (y_pred - y) ** 2)
 
@@ -83,13 +91,20 @@ def construction_figures(out: Path) -> list[Path]:
     return paths
 
 
-def poly_fit_data() -> tuple[flow.Tensor, flow.Tensor, flow.Tensor]:
+def poly_fit_data() -> tuple[Tensor, Tensor, Tensor]:
     """The tutorial's data: x in [-pi, pi], y = sin x, and the features (x, x^2, x^3)."""
     host = backend.host.linspace(-math.pi, math.pi, 2000)
-    x = flow.tensor(host, dtype=flow.float32)
-    y = flow.tensor(backend.host.sin(host), dtype=flow.float32)
-    xx = flow.cat([x.unsqueeze(-1).pow(1), x.unsqueeze(-1).pow(2), x.unsqueeze(-1).pow(3)], dim=1)
+    x = tensor(host, dtype=backend.float32)
+    y = tensor(backend.host.sin(host), dtype=backend.float32)
+    xx = functional.cat([x.unsqueeze(-1).pow(1), x.unsqueeze(-1).pow(2), x.unsqueeze(-1).pow(3)], dim=1)
     return x, y, xx
+
+
+def poly_fit_model() -> tuple[nn.Module, nn.Module, SGD]:
+    """The tutorial's cubic (a Linear(3, 1) on the features), its summed squared error and plain SGD:
+    the same for the Eager fit and the Graph one."""
+    model = nn.Sequential(nn.Linear(3, 1), nn.Flatten(0, 1))
+    return model, nn.MSELoss(reduction="sum"), SGD(model.parameters(), lr=1e-6)
 
 
 def poly_fit_figure(out: Path, steps: int = 2000) -> list[Path]:
@@ -97,9 +112,7 @@ def poly_fit_figure(out: Path, steps: int = 2000) -> list[Path]:
     from matplotlib.figure import Figure  # a bare Figure: no pyplot state, no GUI backend
 
     x, y, xx = poly_fit_data()
-    model = flow.nn.Sequential(flow.nn.Linear(3, 1), flow.nn.Flatten(0, 1))
-    loss_fn = flow.nn.MSELoss(reduction="sum")
-    optimizer = flow.optim.SGD(model.parameters(), lr=1e-6)
+    model, loss_fn, optimizer = poly_fit_model()
     for _ in range(steps):
         fit_loss = loss_fn(model(xx), y)
         optimizer.zero_grad()
@@ -124,35 +137,44 @@ def poly_fit_figure(out: Path, steps: int = 2000) -> list[Path]:
 # --------------------------------------------------------------------------------- Graph mode
 
 
-def linear_train_graph() -> flow.nn.Graph:
+class TrainGraph(nn.Graph):
+    """The tutorials' training step in Graph mode: the model, the loss, backward, the optimizer's update.
+
+    The poly-fit and MobileNetV2 tutorials each write this class, under the two names below (which the
+    drawings show, as ``LinearTrainGraph_0`` and ``GraphMobileNetV2_0``).
+    """
+
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, optimizer: SGD):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+        self.add_optimizer(optimizer)
+
+    def build(self, x, y):
+        y_pred = self.model(x)
+        loss = self.loss_fn(y_pred, y)
+        loss.backward()
+        return loss
+
+
+class LinearTrainGraph(TrainGraph):
+    """The poly-fit tutorial's name for :class:`TrainGraph`."""
+
+
+class GraphMobileNetV2(TrainGraph):
+    """The MobileNetV2 tutorial's name for :class:`TrainGraph`."""
+
+
+def linear_train_graph() -> nn.Graph:
     """The tutorial's ``LinearTrainGraph`` (poly fit in Graph mode), called once so that it is compiled."""
     _, y, xx = poly_fit_data()
-    model = flow.nn.Sequential(flow.nn.Linear(3, 1), flow.nn.Flatten(0, 1))
-    loss_fn = flow.nn.MSELoss(reduction="sum")
-    optimizer = flow.optim.SGD(model.parameters(), lr=1e-6)
-
-    class LinearTrainGraph(flow.nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.loss_fn = loss_fn
-            self.add_optimizer(optimizer)
-
-        def build(self, x, y):
-            y_pred = self.model(x)
-            loss = self.loss_fn(y_pred, y)
-            loss.backward()
-            return loss
-
-    graph = LinearTrainGraph()
+    graph = LinearTrainGraph(*poly_fit_model())
     graph(xx, y)
     return graph
 
 
 def static_graph_figures(out: Path) -> list[Path]:
     """The poly-fit training graph by module, and what the fusion pass did to it."""
-    from . import draw, draw_pass
-
     graph = linear_train_graph()
     paths = [_write_png(out / "static_graph.png", to_png(draw(graph), MAX_PNG))]
     fusion = next(r for r in graph.passes if r.name == "FuseElementwise")
@@ -162,42 +184,21 @@ def static_graph_figures(out: Path) -> list[Path]:
     return paths
 
 
-def mobilenet_graph(batch: int = 2) -> flow.nn.Graph:
+def mobilenet_graph(batch: int = 2) -> nn.Graph:
     """The tutorial's MobileNetV2 training graph (CIFAR-10 sized inputs), called once on random data.
 
     As in the tutorial, the new head goes to ``model.classifer`` (sic): it is never called, and the
     picture says so.
     """
-    from toynet.vision.models import mobilenet_v2
-
     model = mobilenet_v2()
-    model.classifer = flow.nn.Sequential(flow.nn.Dropout(0.2), flow.nn.Linear(model.last_channel, 10))
-    loss_fn = flow.nn.CrossEntropyLoss()
-    optimizer = flow.optim.SGD(model.parameters(), lr=1e-3)
-
-    class GraphMobileNetV2(flow.nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.loss_fn = loss_fn
-            self.add_optimizer(optimizer)
-
-        def build(self, x, y):
-            y_pred = self.model(x)
-            loss = self.loss_fn(y_pred, y)
-            loss.backward()
-            return loss
-
-    graph = GraphMobileNetV2()
-    graph(flow.randn(batch, 3, 32, 32), flow.randint(0, 10, (batch,)))
+    model.classifer = nn.Sequential(nn.Dropout(0.2), nn.Linear(model.last_channel, 10))
+    graph = GraphMobileNetV2(model, nn.CrossEntropyLoss(), SGD(model.parameters(), lr=1e-3))
+    graph(randn(batch, 3, 32, 32), randint(0, 10, (batch,)))
     return graph
 
 
 def mobilenet_figures(out: Path) -> list[Path]:
     """MobileNetV2's training graph as a notebook shows it: folded by module to fit the node budget."""
-    from . import picture_of
-    from .dot import to_digraph
-
     picture = picture_of(mobilenet_graph())  # the default node budget folds it by block (depth=3)
     for node in picture.nodes.values():
         # The SVG's tooltips name each op's source line; here that is the line that called make_all
@@ -215,7 +216,7 @@ def mobilenet_figures(out: Path) -> list[Path]:
 @contextlib.contextmanager
 def _repeatable() -> Iterator[None]:
     """Fresh nn.Graph name counters (``LinearTrainGraph_0`` each time) and the caller's random state back."""
-    counters = flow.nn.Graph._child_init_cnt
+    counters = nn.Graph._child_init_cnt
     saved_counters, saved_rng = dict(counters), backend.get_rng_state()
     counters.clear()
     try:
