@@ -410,6 +410,70 @@ def test_zero_d_outputs_hold_arrays():
     assert type(out.array) is np.ndarray and out.shape == ()
 
 
+# ------------------------------------------------------------------------------------ code generation
+
+
+def emitted(graph: Graph) -> list[str]:
+    """The generated lines that compute values (no comments, reads or returns)."""
+    return [line.strip() for line in Plan(graph).source.splitlines()
+            if line.startswith("    v") and " = " in line and "inputs[" not in line]
+
+
+# (op, input shapes, attrs, what the plan's line should contain: the emit rule's code, or the kernel call
+# of forward where the rule does not apply)
+EMIT_CASES = [
+    ("reshape", [(4, 6)], {"shape": (6, 4)}, ".reshape((6, 4))"),
+    ("permute", [(2, 3, 4)], {"dims": (2, 0, 1)}, ".transpose((2, 0, 1))"),
+    ("broadcast_to", [(3, 1)], {"shape": (2, 3, 5)}, "xp.broadcast_to("),
+    ("matmul", [(4, 3), (3, 5)], {}, "xp.matmul("),
+    ("linear", [(4, 3), (5, 3)], {}, "xp.matmul("),
+    ("linear", [(4, 3), (5, 3), (5,)], {}, "xp.add(xp.matmul("),
+    ("linear_grad_weight", [(4, 5), (4, 3)], {}, "xp.matmul(v_in0.T, v_in1"),
+    ("linear_grad_weight", [(2, 4, 5), (2, 4, 3)], {}, "k_0(xp, "),       # batch dims: forward folds them
+    ("sum_squares", [(7,)], {}, "xp.dot(v_in0, v_in0)"),
+    ("sum_squares", [(2, 3)], {}, "xp.dot(v_in0.reshape(-1), v_in0.reshape(-1))"),
+    ("sum_to", [(5, 4)], {"shape": (4,)}, "v_in0.sum(axis=(0,), out=b"),     # leading axes only
+    ("sum_to", [(3,)], {"shape": ()}, "v_in0.sum(axis=(0,), out=b"),          # down to a 0-d array
+    ("sum_to", [(6, 5, 4)], {"shape": (5, 1)}, "keepdims=True"),              # a kept axis too
+    ("sum_to", [(5, 4)], {"shape": (5, 4)}, "k_0(xp, "),                      # nothing to sum
+]
+
+
+@pytest.mark.parametrize(("op_name", "shapes", "attrs", "code"), EMIT_CASES,
+                         ids=[f"{c[0]}-{c[1]}" for c in EMIT_CASES])
+def test_emit_rules_compute_what_forward_computes(op_name, shapes, attrs, code):
+    b = Builder()
+    inputs = [b.input(f"x{i}", shape) for i, shape in enumerate(shapes)]
+    value = b.op(op_name, *inputs, name="value", **attrs)
+    b.returns(b.op("mul", value, 2.0, name="twice"))   # not an output itself: the memory plan may pool it
+    graph, _ = plan_memory(b.graph)
+    assert any(code in line for line in emitted(graph)), Plan(graph).source
+    assert_same_program(b.graph, graph, [f32(*shape) for shape in shapes], b.values)
+    assert_same_program(b.graph, b.graph, [f32(*shape) for shape in shapes], b.values)   # no buffers
+
+
+def test_sum_to_emits_into_a_state_in_place_and_falls_back_where_it_cannot():
+    b = Builder()
+    x = b.input("x", (5, 4))
+    total, kept = b.state("total", f32(4)), b.state("kept", f32(1, 4))
+    b.update(total, b.op("sum_to", x, shape=(4,), name="new_total"))     # a state's array: fine as out=
+    b.update(kept, b.op("sum_to", x, shape=(1, 4), name="new_kept"))     # a view of it: only at run time
+    b.returns(b.op("neg", x, name="out"))
+    graph, _ = plan_memory(b.graph)
+    assert graph.memory.state_out == {"new_total": "total", "new_kept": "kept"}
+    lines = emitted(graph)
+    assert "v0 = v_in0.sum(axis=(0,), out=s0)" in lines
+    assert any(line.startswith("v1 = k_1(xp, v_in0") for line in lines), lines
+    assert_same_program(b.graph, graph, [f32(5, 4)], b.values)
+
+
+def test_emit_rules_paste_attributes_through_repr():
+    op = OPS["reshape"]
+    assert op.emit(["v0"], (), shape=[2, -1]) == "v0.reshape((2, -1))"
+    assert OPS["permute"].emit(["v0"], (), dims=(1, 0)) == "v0.transpose((1, 0))"
+    assert OPS["add"].emit is None                       # ufuncs need no rule: the plan calls xp.add
+
+
 # ------------------------------------------------------------------------------- traced graphs
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import backend
 from ..ops import OPS
+from ..ops._op import call_source
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from .passes.fuse import FusedElementwise
 from .passes.memory import END
@@ -145,16 +146,15 @@ class Plan:
         return name
 
     def _call(self, i: int, n: Node, args: list[str], out: str | None) -> str:
+        """The expression computing op node ``n``: the ufunc it is, its own ``emit`` rule, or its forward."""
         op = n.op
         if op.ufunc and not n.attrs:
-            return f"xp.{op.ufunc}({', '.join(args)}" + (f", out={out})" if out else ")")
-        inline = _INLINE.get(op.name)
-        if inline is not None:
-            code = inline(self, n, args, out)
+            return call_source(f"xp.{op.ufunc}", args, out)
+        if op.emit is not None:
+            code = op.emit(args, n.inputs, None if out is None else OutName(out, self), **n.attrs)
             if code is not None:
                 return code
-        kernel = self._kernel(str(i), op, n.attrs)
-        return f"{kernel}(xp, {', '.join(args)}" + (f", out={out})" if out else ")")
+        return call_source(self._kernel(str(i), op, n.attrs), ["xp", *args], out)
 
     def _fused_lines(self, name: str, n: Node, args: list[str], out: str | None, scratch: str | None) -> list[str]:
         """Inline a fused kernel: its steps one after the other, in place in one buffer."""
@@ -184,59 +184,23 @@ class Plan:
         return lines
 
 
-# Inline code for the commonest cheap ops, so the plan calls the array method directly instead of going
-# through the op's forward (each Python call saved matters when the arrays are small). Every other op,
-# and these when a template does not apply, is called through its forward: the result is the same.
 
+class OutName(str):
+    """The name of the array an op writes into, as its ``emit`` rule receives it: a plain string in the
+    generated code, plus :meth:`reshaped` for rules that must write through a view of another shape."""
 
-def _sum_to(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
-    (src,) = [x for x in n.inputs if isinstance(x, Node)]
-    shape = n.attrs["shape"]
-    lead = len(src.shape) - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
-                                       if d == 1 and src.shape[lead + i] != 1)
-    if not axes or out is None or out not in plan.namespace:  # (a state's array is known only at run time)
-        return None
-    kept = tuple(1 if i in axes else d for i, d in enumerate(src.shape))
-    kept_out = plan.reshaped(out, kept)  # the output buffer seen with the summed axes kept
-    return f"({args[0]}.sum(axis={axes!r}, keepdims=True, out={kept_out}), {out})[1]"
+    def __new__(cls, name: str, plan: Plan) -> OutName:
+        self = super().__new__(cls, name)
+        self.plan = plan
+        return self
 
-
-def _sum_squares(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
-    (src,) = n.inputs
-    flat = args[0] if len(src.shape) == 1 else f"{args[0]}.reshape(-1)"
-    return f"xp.dot({flat}, {flat})"
-
-
-def _linear(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
-    x, w = args[0], args[1]
-    product = f"xp.matmul({x}, {w}.T" + (f", out={out})" if out else ")")
-    if len(args) == 2:
-        return product
-    return f"xp.add({product}, {args[2]}, out={out})" if out else f"{product} + {args[2]}"
-
-
-def _linear_grad_weight(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
-    grad = n.inputs[0]
-    if len(grad.shape) != 2:
-        return None
-    return f"xp.matmul({args[0]}.T, {args[1]}" + (f", out={out})" if out else ")")
-
-
-_INLINE = {
-    "linear_grad_weight": _linear_grad_weight,
-    "reshape": lambda plan, n, args, out: f"{args[0]}.reshape({n.attrs['shape']!r})",
-    "permute": lambda plan, n, args, out: f"{args[0]}.transpose({n.attrs['dims']!r})",
-    "broadcast_to": lambda plan, n, args, out: f"xp.broadcast_to({args[0]}, {n.attrs['shape']!r})",
-    "matmul": lambda plan, n, args, out: f"xp.matmul({args[0]}, {args[1]}" + (f", out={out})" if out else ")"),
-    "sum_to": _sum_to,
-    "sum_squares": _sum_squares,
-    "linear": _linear,
-}
+    def reshaped(self, shape: tuple) -> str | None:
+        """A name for this buffer seen with ``shape``, made once now; None for a state's array, which
+        arrives only with each call."""
+        return self.plan.reshaped(self, shape) if self in self.plan.namespace else None
 
 
 def _graph_device(graph: Graph):
-    from .. import backend
     for n in graph.nodes:
         if n.kind in (INPUT, STATE, CONSTANT, OP):
             return n.device
