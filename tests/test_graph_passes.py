@@ -20,7 +20,7 @@ from toynet.static.passes import PASS_NAMES, optimize
 from toynet.static.passes.cse import eliminate_common_subexpressions
 from toynet.static.passes.dce import eliminate_dead_code
 from toynet.static.passes.fold import fold_constants
-from toynet.static.passes.fuse import FusedElementwise, fuse_elementwise
+from toynet.static.passes.fuse import FusedElementwise, fuse_elementwise, reads_of_input, step_args
 from toynet.static.passes.memory import plan_memory
 
 CPU = backend.CPU
@@ -284,6 +284,13 @@ def test_the_fused_kernel_computes_its_steps_with_and_without_buffers(shape):
     np.testing.assert_allclose(out, want, rtol=1e-6)
     assert fused.infer(Node("a", INPUT, shape, flow.float32, CPU), Node("b", INPUT, shape, flow.float32, CPU),
                        program=program) == (shape, flow.float32)
+
+
+def test_one_decoder_reads_the_fused_program_for_the_kernel_the_shape_rule_and_the_compiler():
+    step = {"op": "sub", "args": [["in", 1], ["prev"], ["lit", float("inf")]], "attrs": {}}
+    assert step_args(step, ["a", "b"], "p") == ["b", "p", float("inf")]
+    assert step_args(step, ["v_in0", "v_in1"], "v3_t", literal=repr) == ["v_in1", "v3_t", "inf"]
+    assert reads_of_input([step, {"op": "neg", "args": [["in", 1]], "attrs": {}}], 1) == [0, 1]
 
 
 # -------------------------------------------------------------------------------- memory planning

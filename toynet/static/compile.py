@@ -24,7 +24,7 @@ from .. import backend
 from ..ops import OPS
 from ..ops._op import call_source
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
-from .passes.fuse import FusedElementwise
+from .passes.fuse import FusedElementwise, step_args
 from .passes.memory import END
 
 
@@ -163,18 +163,16 @@ class Plan:
         prev = None
         for index, step in enumerate(program):
             op = OPS[step["op"]]
-            step_args = [prev if a[0] == "prev" else args[a[1]] if a[0] == "in" else self._literal(a[1])
-                         for a in step["args"]]
+            step_inputs = step_args(step, args, prev, literal=self._literal)
             last = index == len(program) - 1
             target = out if (last or scratch is None) else scratch
             if target is None and prev is not None:
                 target = prev
             result = name if last else f"{name}_t"
             if op.ufunc and not step["attrs"]:
-                call = f"xp.{op.ufunc}({', '.join(step_args)}" + (f", out={target})" if target else ")")
+                call = call_source(f"xp.{op.ufunc}", step_inputs, target)
             else:
-                kernel = self._kernel(f"{name}_{index}", op, step["attrs"])
-                call = f"{kernel}(xp, {', '.join(step_args)}" + (f", out={target})" if target else ")")
+                call = call_source(self._kernel(f"{name}_{index}", op, step["attrs"]), ["xp", *step_inputs], target)
             if target is None:
                 call = f"xp.asarray({call})"  # step 0 without a buffer: keep a writable array, not a scalar
             lines.append(f"    {result} = {call}")

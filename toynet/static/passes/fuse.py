@@ -16,7 +16,7 @@ It is plain data, so a fused graph saves to JSON like any other.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ... import backend
 from ...ops import OPS, Op, register
@@ -37,7 +37,7 @@ class FusedElementwise(Op):
         last = len(program) - 1
         for index, step in enumerate(program):
             op = OPS[step["op"]]
-            args = [prev if a[0] == "prev" else inputs[a[1]] if a[0] == "in" else a[1] for a in step["args"]]
+            args = step_args(step, inputs, prev)
             target = out if (index == last or scratch is None) else scratch
             if target is None and index > 0:
                 target = prev  # the array step 0 allocated: every step has the same shape, so reuse it
@@ -50,7 +50,7 @@ class FusedElementwise(Op):
         prev = None
         for step in program:
             op = OPS[step["op"]]
-            args = [prev if a[0] == "prev" else inputs[a[1]] if a[0] == "in" else a[1] for a in step["args"]]
+            args = step_args(step, inputs, prev)
             shape, dtype = op.infer(*args, **step["attrs"])
             prev = _Meta(shape, dtype)
         return prev.shape, prev.dtype
@@ -67,6 +67,24 @@ class _Meta:
 
     def __init__(self, shape, dtype):
         self.shape, self.dtype = tuple(shape), dtype
+
+
+def step_args(step: dict, inputs: Sequence, prev: Any, literal: Callable[[Any], Any] = lambda value: value) -> list:
+    """One step's arguments, decoded: ``["in", k]`` is ``inputs[k]``, ``["prev"]`` is ``prev`` (the previous
+    step's result) and ``["lit", x]`` is ``literal(x)``.
+
+    The one reader of the format: the kernel passes arrays, the shape rule shapes, and the compiler
+    the names in its generated code (with ``literal`` turning a number into source).
+    """
+    args = []
+    for arg in step["args"]:
+        if arg[0] == "prev":
+            args.append(prev)
+        elif arg[0] == "in":
+            args.append(inputs[arg[1]])
+        else:
+            args.append(literal(arg[1]))
+    return args
 
 
 def reads_of_input(program: list, k: int) -> list[int]:
