@@ -604,13 +604,40 @@ def test_traced_graph_passes_remove_fold_and_merge_what_the_build_wrote():
 def test_the_plan_creates_no_tensors_per_op():
     _, _, graph = train_conv(True, 1)
     source = graph.plan.source
-    assert source.startswith("def run(inputs, states):")
+    header, _, body = source.partition("\ndef run(inputs, states):\n")
+    assert body, source
     for forbidden in ("Tensor", "apply(", "grad_fn", "OPS["):
-        assert forbidden not in source
+        assert forbidden not in body
     # One line per op of the optimised graph (fused kernels inline their steps).
-    assert source.count("\n    # ") >= graph.ir.count_ops()
+    assert body.count("\n    # ") >= graph.ir.count_ops()
     # The loss is computed and returned; every state is read from `states`.
-    assert "return (" in source and "states[" in source
+    assert "    return (" in body and "states[" in body
+
+
+def test_the_plan_source_reads_as_a_lesson():
+    _, _, graph = train_conv(True, 1)
+    source = graph.plan.source
+    header, _, body = source.partition("\ndef run(inputs, states):\n")
+    # A header of comments explains every kind of name the code uses.
+    assert all(line.startswith("#") for line in header.splitlines())
+    for name in ("v_in0", "s0", "c0", "b2_5", "k_", "v0", "v9_t"):
+        assert name in header, name
+    assert "lit0" not in header                       # explained only where used
+    assert "the state arrays" in header and "memory plan" in header
+    # Each phase is titled, and each optimizer op names the parameter update it belongs to, not the
+    # user's call of the graph.
+    assert [line for line in body.splitlines() if line.startswith("    # ---- ")] == [
+        "    # ---- forward: what build() computes from the inputs",
+        "    # ---- backward: the gradients, each op's vjp rule",
+        "    # ---- optimizer: the update of each parameter and its optimizer state"]
+    for n in graph.ir.op_nodes:
+        if n.phase == "optimizer":
+            assert f"    # {n.name}    (optimizer step: update of {n.scope})\n" in body
+    assert "model.features.0.weight" in {n.scope for n in graph.ir.op_nodes if n.phase == "optimizer"}
+    # Plain statements: no (call, result)[1] tuple tricks, no trailing ", )".
+    assert ")[" not in body and ", )" not in body
+    last = body.splitlines()[-1]
+    assert last.startswith("    return (xp.asarray(v") and last.endswith("),)")   # the loss, a 0-d array
 
 
 def test_optimize_leaves_its_input_untouched_and_rejects_unknown_passes():
