@@ -24,7 +24,7 @@ Every op is registered by name in :data:`OPS`, which is how a saved graph finds 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from .. import backend
 
@@ -199,6 +199,3 @@ def require_float(op: str, x: Any) -> None:
     if hasattr(x, "dtype") and not x.dtype.is_floating_point:
         raise ShapeError(f"{op}: needs a floating-point tensor, got {x.dtype}; convert it with "
                          f".to(toynet.float32)")
-
-
-Infer = Callable[..., tuple[Shape, backend.DType]]
