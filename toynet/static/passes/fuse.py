@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from ... import backend
 from ...ops import OPS, Op, register
 from ..ir import OP, Graph, Node
-from . import PassReport, timed
+from .report import PassReport, timed
 
 
 @register

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import OP, STATE, Graph, Node
-from . import PassReport, timed
+from .report import PassReport, timed
 from .fuse import FusedElementwise, reads_of_input
 
 END = 1 << 30  # "read after the last op": outputs and state updates
