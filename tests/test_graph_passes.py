@@ -640,6 +640,15 @@ def test_the_plan_source_reads_as_a_lesson():
     assert last.startswith("    return (xp.asarray(v") and last.endswith("),)")   # the loss, a 0-d array
 
 
+def test_names_in_comments_of_the_plan_stay_comments():
+    b = Builder("a\nb")
+    x = b.input("x", (3,))
+    b.returns(b.op("neg", x, name="neg\nraise SystemExit"))
+    plan = Plan(b.graph)
+    assert "\nraise SystemExit" not in plan.source and "# neg raise SystemExit" in plan.source
+    np.testing.assert_array_equal(plan.run([np.ones(3, np.float32)], [])[0], -np.ones(3))
+
+
 def test_optimize_leaves_its_input_untouched_and_rejects_unknown_passes():
     _, _, graph = train_conv(True, 1)
     traced = graph.traced_ir

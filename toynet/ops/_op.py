@@ -79,9 +79,11 @@ class Op:
     #: the work itself, which matters when arrays are small. ``args`` are the inputs' names in the
     #: generated code (or literals' source), ``inputs`` the inputs themselves as the compiler knows
     #: them (nodes with ``shape`` and ``dtype``; literal numbers as they are), ``out`` the name of the
-    #: array to write into (or None) and ``attrs`` the op's attributes. Attributes go into the code
-    #: through ``repr`` (``f"{shape!r}"``), never as raw text. Return None where the expression does not
-    #: apply: the plan then calls ``forward``, which gives the same result. ``xp`` names the array module.
+    #: array to write into, or None (a string; ``out.reshaped(shape)`` names the same memory seen with
+    #: another shape, or is None where that cannot be made in advance), and ``attrs`` the op's
+    #: attributes. Attributes go into the code through ``repr`` (``f"{shape!r}"``), never as raw text.
+    #: Return None where the expression does not apply: the plan then calls ``forward``, which gives
+    #: the same result. In the expression, ``xp`` names the array module.
     emit: Any = None
 
     def describe(self, **attrs: Any) -> str:

@@ -70,9 +70,9 @@ class Plan:
     def _header(self, body: list[str]) -> list[str]:
         """Comments saying what each kind of name in ``body`` means (only the kinds it uses)."""
         code = "\n".join(line.split("#")[0] for line in body)
-        lines = [f"# The compiled plan of graph {self.graph.name}: its optimised ops as straight-line array code,",
-                 "# one block per op, in the order they run. xp is the array module (NumPy, or CuPy on a GPU).",
-                 "# Names:"]
+        lines = [f"# The compiled plan of graph {_text(self.graph.name)}: its optimised ops as straight-line",
+                 "# array code, one block per op, in the order they run. xp is the array module (NumPy, or CuPy",
+                 "# on a GPU). Names:"]
         for pattern, text in _NAMES:
             if re.search(rf"\b{pattern}\b", code):
                 lines += [f"#   {line}" for line in text.splitlines()]
@@ -88,7 +88,7 @@ class Plan:
             if n.kind == STATE:
                 index = self._state_index[n.state_name]
                 self._var[id(n)] = f"s{index}"
-                lines.append(f"    s{index} = states[{index}]  # {n.state_name}")
+                lines.append(f"    s{index} = states[{index}]  # {_text(n.state_name)}")
             elif n.kind == CONSTANT:
                 name = self._var[id(n)] = f"c{len(constants)}"
                 constants.append(name)
@@ -108,7 +108,7 @@ class Plan:
                 lines.append(f"    # ---- {_PHASE_TITLES.get(phase, phase)}")
             name = self._var[id(n)] = f"v{i}"
             origin = _origin(n)
-            lines.append(f"    # {n.name}    ({origin})" if origin else f"    # {n.name}")
+            lines.append(f"    # {_text(n.name)}    ({_text(origin)})" if origin else f"    # {_text(n.name)}")
             out = self._out(n)
             args = [self._var[id(x)] if isinstance(x, Node) else self._literal(x) for x in n.inputs]
             if n.op is FusedElementwise:
@@ -141,7 +141,7 @@ class Plan:
             updates = {state: by_name[node_name] for state, node_name in memory.commits.items()}
         else:
             updates = self.graph.updates
-        return [f"    s{self._state_index[state]}[...] = {self._var[id(node)]}  # update {state}"
+        return [f"    s{self._state_index[state]}[...] = {self._var[id(node)]}  # update {_text(state)}"
                 for state, node in updates.items()]
 
     def _return(self) -> str:
@@ -205,7 +205,7 @@ class Plan:
     def _fused_lines(self, name: str, n: Node, args: list[str], out: str | None, scratch: str | None) -> list[str]:
         """Inline a fused kernel: its steps one after the other, in place in one buffer."""
         program = n.attrs["program"]
-        lines = [f"    # fused kernel: {' > '.join(step['op'] for step in program)}"]
+        lines = [f"    # fused kernel: {_text(' > '.join(step['op'] for step in program))}"]
         prev = None
         for index, step in enumerate(program):
             op = OPS[step["op"]]
@@ -244,6 +244,12 @@ _PHASE_TITLES = {
     BACKWARD: "backward: the gradients, each op's vjp rule",
     OPTIMIZER: "optimizer: the update of each parameter and its optimizer state",
 }
+
+
+def _text(text: str) -> str:
+    """Names and source lines as comment text: on one line, whatever they hold (a saved graph's names
+    come from a file), so they can never end the comment and become code."""
+    return " ".join(str(text).splitlines())
 
 
 def _origin(n: Node) -> str:
