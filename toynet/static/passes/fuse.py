@@ -11,7 +11,8 @@ node keeps the tail's name, so outputs and updates still find it.
 
 A chain is a *program*: a list of steps ``{"op": name, "args": [...], "attrs": {...}}`` where each arg is
 ``["in", k]`` (the fused node's k-th input), ``["prev"]`` (the previous step's result) or ``["lit", x]``.
-It is plain data, so a fused graph saves to JSON like any other.
+It is plain data, so a fused graph saves to JSON like any other. :func:`_fuse` writes programs;
+:func:`step_args` is the one reader of their arguments (for the kernel, its shape rule and the compiler).
 """
 
 from __future__ import annotations
@@ -97,10 +98,13 @@ def _fusable(node: Node) -> bool:
             and node.dtype.is_floating_point)
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
+def _chains(graph: Graph) -> dict[int, list[Node]]:
+    """The chains to fuse, by id of their tail: walking in order, a node joins its producer's chain when
+    the producer is fusable, has the same shape and dtype, is no output or update, and has no other
+    reader (its value is then never needed outside the kernel)."""
     users = graph.users()
     roots = {id(n) for n in graph.roots()}
-    chain_of: dict[int, list[Node]] = {}          # id(tail node) -> the nodes of its chain, in order
+    chain_of: dict[int, list[Node]] = {}
     for node in graph.nodes:
         if not _fusable(node):
             continue
@@ -111,13 +115,16 @@ def _run(graph: Graph, report: PassReport) -> Graph:
                 chain = chain_of.pop(id(producer), [producer])
                 chain_of[id(node)] = chain + [node]
                 break
+    return chain_of
+
+
+def _run(graph: Graph, report: PassReport) -> Graph:
+    """Replace each chain by one fused node at its tail's place; its other members disappear."""
+    chain_of = _chains(graph)
     if not chain_of:
         return graph
-
+    members = {id(n) for chain in chain_of.values() for n in chain[:-1]}
     replaced: dict[int, Node] = {}
-    members: set[int] = set()
-    for chain in chain_of.values():
-        members.update(id(n) for n in chain[:-1])
     new_nodes = []
     for node in graph.nodes:
         if id(node) in members:
@@ -159,4 +166,5 @@ def _fuse(chain: list[Node]) -> Node:
 
 
 def fuse_elementwise(graph: Graph) -> tuple[Graph, PassReport]:
+    """The pass: chains of elementwise ops become single :class:`FusedElementwise` nodes."""
     return timed("FuseElementwise", _run, graph)

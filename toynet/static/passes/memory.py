@@ -260,4 +260,5 @@ def _run(graph: Graph, report: PassReport) -> Graph:
 
 
 def plan_memory(graph: Graph) -> tuple[Graph, PassReport]:
+    """The pass: attach a :class:`MemoryPlan` to the graph as ``graph.memory`` (the ops are unchanged)."""
     return timed("PlanMemory", _run, graph)
