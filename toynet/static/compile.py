@@ -64,17 +64,20 @@ class Plan:
             self._views: dict[tuple, str] = {}
         self._var: dict[int, str] = {}   # id(node) -> its name in the generated code
         self._state_index = {name: i for i, name in enumerate(self.state_names)}
+        self._temporaries: set[str] = set()   # fused kernels' intermediate results
         body = self._reads() + self._op_lines() + self._commits() + [self._return()]
-        return "\n".join(self._header(body) + ["def run(inputs, states):"] + body) + "\n"
+        source = "\n".join(self._header() + ["def run(inputs, states):"] + body) + "\n"
+        del self._var, self._temporaries  # bookkeeping of the code generation only: the plan need not keep it
+        return source
 
-    def _header(self, body: list[str]) -> list[str]:
-        """Comments saying what each kind of name in ``body`` means (only the kinds it uses)."""
-        code = "\n".join(line.split("#")[0] for line in body)
+    def _header(self) -> list[str]:
+        """Comments saying what each kind of name in the code means (only the kinds it uses)."""
+        names = set(self.namespace) | set(self._var.values()) | self._temporaries
         lines = [f"# The compiled plan of graph {_text(self.graph.name)}: its optimised ops as straight-line",
                  "# array code, one block per op, in the order they run. xp is the array module (NumPy, or CuPy",
                  "# on a GPU). Names:"]
         for pattern, text in _NAMES:
-            if re.search(rf"\b{pattern}\b", code):
+            if any(re.fullmatch(pattern, name) for name in names):
                 lines += [f"#   {line}" for line in text.splitlines()]
         return lines
 
@@ -215,6 +218,8 @@ class Plan:
             if target is None and prev is not None:
                 target = prev  # no buffer planned: every later step writes over the array step 0 made
             result = name if last else f"{name}_t"
+            if not last:
+                self._temporaries.add(result)
             call = self._ufunc_or_forward(f"{name}_{index}", op, step["attrs"], step_inputs, target)
             if target is None:
                 call = f"xp.asarray({call})"  # step 0 without a buffer: keep a writable array, not a scalar
