@@ -20,7 +20,7 @@ from toynet.static.passes import PASS_NAMES, optimize
 from toynet.static.passes.cse import eliminate_common_subexpressions
 from toynet.static.passes.dce import eliminate_dead_code
 from toynet.static.passes.fold import fold_constants
-from toynet.static.passes.fuse import FusedElementwise, fuse_elementwise
+from toynet.static.passes.fuse import FusedElementwise, fuse_elementwise, reads_of_input, step_args
 from toynet.static.passes.memory import plan_memory
 
 CPU = backend.CPU
@@ -286,6 +286,13 @@ def test_the_fused_kernel_computes_its_steps_with_and_without_buffers(shape):
                        program=program) == (shape, flow.float32)
 
 
+def test_one_decoder_reads_the_fused_program_for_the_kernel_the_shape_rule_and_the_compiler():
+    step = {"op": "sub", "args": [["in", 1], ["prev"], ["lit", float("inf")]], "attrs": {}}
+    assert step_args(step, ["a", "b"], "p") == ["b", "p", float("inf")]
+    assert step_args(step, ["v_in0", "v_in1"], "v3_t", literal=repr) == ["v_in1", "v3_t", "inf"]
+    assert reads_of_input([step, {"op": "neg", "args": [["in", 1]], "attrs": {}}], 1) == [0, 1]
+
+
 # -------------------------------------------------------------------------------- memory planning
 
 
@@ -408,6 +415,70 @@ def test_zero_d_outputs_hold_arrays():
 
     out = Doubled()(flow.randn(4, 3))
     assert type(out.array) is np.ndarray and out.shape == ()
+
+
+# ------------------------------------------------------------------------------------ code generation
+
+
+def emitted(graph: Graph) -> list[str]:
+    """The generated lines that compute values (no comments, reads or returns)."""
+    return [line.strip() for line in Plan(graph).source.splitlines()
+            if line.startswith("    v") and " = " in line and "inputs[" not in line]
+
+
+# (op, input shapes, attrs, what the plan's line should contain: the emit rule's code, or the kernel call
+# of forward where the rule does not apply)
+EMIT_CASES = [
+    ("reshape", [(4, 6)], {"shape": (6, 4)}, ".reshape((6, 4))"),
+    ("permute", [(2, 3, 4)], {"dims": (2, 0, 1)}, ".transpose((2, 0, 1))"),
+    ("broadcast_to", [(3, 1)], {"shape": (2, 3, 5)}, "xp.broadcast_to("),
+    ("matmul", [(4, 3), (3, 5)], {}, "xp.matmul("),
+    ("linear", [(4, 3), (5, 3)], {}, "xp.matmul("),
+    ("linear", [(4, 3), (5, 3), (5,)], {}, "xp.add(xp.matmul("),
+    ("linear_grad_weight", [(4, 5), (4, 3)], {}, "xp.matmul(v_in0.T, v_in1"),
+    ("linear_grad_weight", [(2, 4, 5), (2, 4, 3)], {}, "k_0(xp, "),       # batch dims: forward folds them
+    ("sum_squares", [(7,)], {}, "xp.dot(v_in0, v_in0)"),
+    ("sum_squares", [(2, 3)], {}, "xp.dot(v_in0.reshape(-1), v_in0.reshape(-1))"),
+    ("sum_to", [(5, 4)], {"shape": (4,)}, "v_in0.sum(axis=(0,), out=b"),     # leading axes only
+    ("sum_to", [(3,)], {"shape": ()}, "v_in0.sum(axis=(0,), out=b"),          # down to a 0-d array
+    ("sum_to", [(6, 5, 4)], {"shape": (5, 1)}, "keepdims=True"),              # a kept axis too
+    ("sum_to", [(5, 4)], {"shape": (5, 4)}, "k_0(xp, "),                      # nothing to sum
+]
+
+
+@pytest.mark.parametrize(("op_name", "shapes", "attrs", "code"), EMIT_CASES,
+                         ids=[f"{c[0]}-{c[1]}" for c in EMIT_CASES])
+def test_emit_rules_compute_what_forward_computes(op_name, shapes, attrs, code):
+    b = Builder()
+    inputs = [b.input(f"x{i}", shape) for i, shape in enumerate(shapes)]
+    value = b.op(op_name, *inputs, name="value", **attrs)
+    b.returns(b.op("mul", value, 2.0, name="twice"))   # not an output itself: the memory plan may pool it
+    graph, _ = plan_memory(b.graph)
+    assert any(code in line for line in emitted(graph)), Plan(graph).source
+    assert_same_program(b.graph, graph, [f32(*shape) for shape in shapes], b.values)
+    assert_same_program(b.graph, b.graph, [f32(*shape) for shape in shapes], b.values)   # no buffers
+
+
+def test_sum_to_emits_into_a_state_in_place_and_falls_back_where_it_cannot():
+    b = Builder()
+    x = b.input("x", (5, 4))
+    total, kept = b.state("total", f32(4)), b.state("kept", f32(1, 4))
+    b.update(total, b.op("sum_to", x, shape=(4,), name="new_total"))     # a state's array: fine as out=
+    b.update(kept, b.op("sum_to", x, shape=(1, 4), name="new_kept"))     # a view of it: only at run time
+    b.returns(b.op("neg", x, name="out"))
+    graph, _ = plan_memory(b.graph)
+    assert graph.memory.state_out == {"new_total": "total", "new_kept": "kept"}
+    lines = emitted(graph)
+    assert "v0 = v_in0.sum(axis=(0,), out=s0)" in lines
+    assert any(line.startswith("v1 = k_1(xp, v_in0") for line in lines), lines
+    assert_same_program(b.graph, graph, [f32(5, 4)], b.values)
+
+
+def test_emit_rules_paste_attributes_through_repr():
+    op = OPS["reshape"]
+    assert op.emit(["v0"], (), shape=[2, -1]) == "v0.reshape((2, -1))"
+    assert OPS["permute"].emit(["v0"], (), dims=(1, 0)) == "v0.transpose((1, 0))"
+    assert OPS["add"].emit is None                       # ufuncs need no rule: the plan calls xp.add
 
 
 # ------------------------------------------------------------------------------- traced graphs
@@ -533,13 +604,49 @@ def test_traced_graph_passes_remove_fold_and_merge_what_the_build_wrote():
 def test_the_plan_creates_no_tensors_per_op():
     _, _, graph = train_conv(True, 1)
     source = graph.plan.source
-    assert source.startswith("def run(inputs, states):")
+    header, _, body = source.partition("\ndef run(inputs, states):\n")
+    assert body, source
     for forbidden in ("Tensor", "apply(", "grad_fn", "OPS["):
-        assert forbidden not in source
+        assert forbidden not in body
     # One line per op of the optimised graph (fused kernels inline their steps).
-    assert source.count("\n    # ") >= graph.ir.count_ops()
+    assert body.count("\n    # ") >= graph.ir.count_ops()
     # The loss is computed and returned; every state is read from `states`.
-    assert "return (" in source and "states[" in source
+    assert "    return (" in body and "states[" in body
+
+
+def test_the_plan_source_reads_as_a_lesson():
+    _, _, graph = train_conv(True, 1)
+    source = graph.plan.source
+    header, _, body = source.partition("\ndef run(inputs, states):\n")
+    # A header of comments explains every kind of name the code uses.
+    assert all(line.startswith("#") for line in header.splitlines())
+    for name in ("v_in0", "s0", "c0", "b2_5", "k_", "v0", "v9_t"):
+        assert name in header, name
+    assert "lit0" not in header                       # explained only where used
+    assert "the state arrays" in header and "memory plan" in header
+    # Each phase is titled, and each optimizer op names the parameter update it belongs to, not the
+    # user's call of the graph.
+    assert [line for line in body.splitlines() if line.startswith("    # ---- ")] == [
+        "    # ---- forward: what build() computes from the inputs",
+        "    # ---- backward: the gradients, each op's vjp rule",
+        "    # ---- optimizer: the update of each parameter and its optimizer state"]
+    for n in graph.ir.op_nodes:
+        if n.phase == "optimizer":
+            assert f"    # {n.name}    (optimizer step: update of {n.scope})\n" in body
+    assert "model.features.0.weight" in {n.scope for n in graph.ir.op_nodes if n.phase == "optimizer"}
+    # Plain statements: no (call, result)[1] tuple tricks, no trailing ", )".
+    assert ")[" not in body and ", )" not in body
+    last = body.splitlines()[-1]
+    assert last.startswith("    return (xp.asarray(v") and last.endswith("),)")   # the loss, a 0-d array
+
+
+def test_names_in_comments_of_the_plan_stay_comments():
+    b = Builder("a\nb")
+    x = b.input("x", (3,))
+    b.returns(b.op("neg", x, name="neg\nraise SystemExit"))
+    plan = Plan(b.graph)
+    assert "\nraise SystemExit" not in plan.source and "# neg raise SystemExit" in plan.source
+    np.testing.assert_array_equal(plan.run([np.ones(3, np.float32)], [])[0], -np.ones(3))
 
 
 def test_optimize_leaves_its_input_untouched_and_rejects_unknown_passes():

@@ -4,5 +4,9 @@ Importing this package registers them all. Both designs use this one table: Eage
 ``op.forward`` at once; Graph mode records ``op`` in a ``Node`` and calls it from a compiled plan.
 """
 
-from . import conv, elementwise, linalg, loss, norm, pool, random, reduce, shape  # noqa: F401  (registers the ops)  # noqa: F401,E402  (batch norm, dropout)
+# Importing each module registers its ops. The elementwise themes come in this order so that OPS
+# lists them as it always has: arithmetic, maths, piecewise, comparison, conversion.
+from . import conv  # noqa: F401
+from . import arithmetic, maths, piecewise, comparison, conversion  # noqa: F401
+from . import linalg, loss, norm, pool, random, reduce, shape  # noqa: F401
 from ._op import OPS, Op, ShapeError, register  # noqa: F401

@@ -16,12 +16,15 @@ An op is three rules about one mathematical function:
     the shape rule: output ``(shape, dtype)`` from the inputs' shapes and dtypes alone. Graph mode
     uses it to trace without data; Eager mode uses it to explain a failure in toynet's own words.
 
+A few cheap ops also carry an optional ``emit`` rule: the line of code Graph mode's compiler writes
+for them instead of a call of ``forward`` (see :attr:`Op.emit`).
+
 Every op is registered by name in :data:`OPS`, which is how a saved graph finds its ops again.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from .. import backend
 
@@ -70,6 +73,19 @@ class Op:
     #: decomposition instead, so constant folding, CSE and fusion can work across its pieces.
     decompose: Any = None
 
+    #: Optional fifth rule, ``emit(args, inputs, out=None, **attrs)``: the op as one Python expression
+    #: in the code Graph mode compiles (``"v3.reshape((2000,))"``), for ops so cheap that calling
+    #: ``forward`` (one more Python call, attributes bound by ``functools.partial``) would cost more than
+    #: the work itself, which matters when arrays are small. ``args`` are the inputs' names in the
+    #: generated code (or literals' source), ``inputs`` the inputs themselves as the compiler knows
+    #: them (nodes with ``shape`` and ``dtype``; literal numbers as they are), ``out`` the name of the
+    #: array to write into, or None (a string; ``out.reshaped(shape)`` names the same memory seen with
+    #: another shape, or is None where that cannot be made in advance), and ``attrs`` the op's
+    #: attributes. Attributes go into the code through ``repr`` (``f"{shape!r}"``), never as raw text.
+    #: Return None where the expression does not apply: the plan then calls ``forward``, which gives
+    #: the same result. In the expression, ``xp`` names the array module.
+    emit: Any = None
+
     def describe(self, **attrs: Any) -> str:
         """A short label with the attributes that matter, for graph printouts and pictures."""
         shown = ", ".join(f"{k}={_short(v)}" for k, v in attrs.items())
@@ -77,6 +93,11 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+def call_source(function: str, args: list[str], out: str | None = None) -> str:
+    """Source of a call in generated code: ``function(a, b)``, or ``function(a, b, out=buffer)``."""
+    return f"{function}({', '.join(args)}" + (f", out={out})" if out else ")")
 
 
 def _short(value: Any) -> str:
@@ -180,6 +201,3 @@ def require_float(op: str, x: Any) -> None:
     if hasattr(x, "dtype") and not x.dtype.is_floating_point:
         raise ShapeError(f"{op}: needs a floating-point tensor, got {x.dtype}; convert it with "
                          f".to(toynet.float32)")
-
-
-Infer = Callable[..., tuple[Shape, backend.DType]]

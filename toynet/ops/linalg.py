@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import backend
-from ._op import Op, ShapeError, apply, broadcast_shapes, register, shape_of
+from ._op import Op, ShapeError, apply, broadcast_shapes, call_source, register, shape_of
 
 
 @register
@@ -53,6 +53,9 @@ class Matmul(Op):
             grad_b = (a2.transpose(-1, -2) @ g2).sum_to(b2.shape).reshape(b.shape)
         return grad_a, grad_b
 
+    def emit(self, args, inputs, out=None):
+        return call_source("xp.matmul", args, out)
+
 
 @register
 class Linear(Op):
@@ -91,6 +94,12 @@ class Linear(Op):
             grad_b = grad.sum_to(bias.shape)
         return grad_x, grad_w, grad_b
 
+    def emit(self, args, inputs, out=None):
+        product = call_source("xp.matmul", [args[0], f"{args[1]}.T"], out)
+        if len(args) == 2:
+            return product
+        return call_source("xp.add", [product, args[2]], out) if out else f"{product} + {args[2]}"
+
 
 @register
 class LinearGradWeight(Op):
@@ -119,3 +128,8 @@ class LinearGradWeight(Op):
         grad, x = inputs
         return (x @ gw.t() if getattr(grad, "requires_grad", False) else None,
                 grad @ gw if getattr(x, "requires_grad", False) else None)
+
+    def emit(self, args, inputs, out=None):
+        if len(shape_of(inputs[0])) != 2:
+            return None  # leading dimensions to fold first: forward does that
+        return call_source("xp.matmul", [f"{args[0]}.T", args[1]], out)

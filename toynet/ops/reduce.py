@@ -182,6 +182,10 @@ class SumSquares(Op):
     def vjp(self, grad, inputs, output):
         return (inputs[0] * (grad * 2.0),)
 
+    def emit(self, args, inputs, out=None):
+        flat = args[0] if len(shape_of(inputs[0])) == 1 else f"{args[0]}.reshape(-1)"
+        return f"xp.dot({flat}, {flat})"
+
 
 @register
 class SumTo(Op):
@@ -196,8 +200,7 @@ class SumTo(Op):
     may_alias_input = True  # with nothing to sum and no out=, it returns its input
 
     def forward(self, xp, a, shape=(), out=None):
-        lead = a.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and a.shape[lead + i] != 1)
+        axes = _summed_axes(a.shape, shape)
         if not axes:
             if out is None:
                 return a.reshape(shape)
@@ -218,6 +221,28 @@ class SumTo(Op):
 
     def vjp(self, grad, inputs, output, shape=()):
         return (grad.expand(*inputs[0].shape),)
+
+    def emit(self, args, inputs, out=None, shape=()):
+        src = shape_of(inputs[0])
+        axes = _summed_axes(src, shape)
+        if not axes or out is None:
+            return None  # a reshape or copy, or no buffer to sum into: forward does those
+        if axes == tuple(range(len(src) - len(shape))):
+            # Only leading dimensions (a bias gradient): the sum has the output's shape as it is.
+            return f"{args[0]}.sum(axis={axes!r}, out={out})"
+        # Summed dimensions kept as 1s: write through a view of the buffer with that shape (made once,
+        # when compiling; None for a state's array, which only the call brings), then view it back.
+        kept = out.reshaped(reduced_shape(src, axes, keepdim=True))
+        if kept is None:
+            return None
+        return f"{args[0]}.sum(axis={axes!r}, keepdims=True, out={kept}).reshape({tuple(shape)!r})"
+
+
+def _summed_axes(src: tuple, shape: tuple) -> tuple:
+    """The axes of ``src`` that summing down to ``shape`` adds up: the leading ones broadcasting added,
+    and those that are 1 in ``shape`` but not in ``src``."""
+    lead = len(src) - len(shape)
+    return tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and src[lead + i] != 1)
 
 
 @register

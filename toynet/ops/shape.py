@@ -31,6 +31,9 @@ class Reshape(Op):
     def vjp(self, grad, inputs, output, shape=()):
         return (grad.reshape(inputs[0].shape),)
 
+    def emit(self, args, inputs, out=None, shape=()):
+        return f"{args[0]}.reshape({tuple(shape)!r})"
+
 
 @register
 class Permute(Op):
@@ -54,6 +57,9 @@ class Permute(Op):
             inverse[d] = i
         return (grad.permute(*inverse),)
 
+    def emit(self, args, inputs, out=None, dims=()):
+        return f"{args[0]}.transpose({tuple(dims)!r})"
+
 
 @register
 class BroadcastTo(Op):
@@ -75,6 +81,9 @@ class BroadcastTo(Op):
 
     def vjp(self, grad, inputs, output, shape=()):
         return (grad.sum_to(inputs[0].shape),)
+
+    def emit(self, args, inputs, out=None, shape=()):
+        return f"xp.broadcast_to({args[0]}, {tuple(shape)!r})"
 
 
 def _resolve_index(xp: Any, index: tuple, tensors: tuple) -> tuple:

@@ -1,14 +1,19 @@
 """Compilation: turn an optimised graph into a :class:`Plan`, a generated Python function.
 
-The function is the graph flattened into straight-line code: one line per op, each a direct call of
-the op's kernel on arrays, writing into the buffers the memory plan chose::
+The function is the graph flattened into straight-line code: one block per op, each a direct call on
+arrays (the ufunc the op is, the line its ``emit`` rule writes, or its ``forward``), writing into the
+buffers the memory plan chose::
 
+    # The compiled plan of graph TrainGraph_0: ...      (a header explaining the names)
     def run(inputs, states):
-        v0 = inputs[0]
-        s0 = states[0]
-        v3 = k3(xp, v0, s0, s1, out=b0)        # model.0-linear-0
+        v_in0 = inputs[0]
+        s0 = states[0]  # model.0.weight
         ...
-        return (v9,)
+        # ---- forward: the model and the loss
+        # model.0-linear-0    (poly.py:41 in build: loss = self.loss_fn(self.model(x), y))
+        v0 = xp.add(xp.matmul(v_in0, s0.T, out=b0_0), s1, out=b0_0)
+        ...
+        return (xp.asarray(v3),)
 
 No Tensor objects, no autograd records, no shape checks, no dictionary lookups per op: everything
 Eager mode decides at run time on every call was decided once, here. That is where Graph mode's speed
@@ -18,12 +23,14 @@ comes from. ``plan.source`` shows the generated code.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from .. import backend
 from ..ops import OPS
-from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
-from .passes.fuse import FusedElementwise
+from ..ops._op import call_source
+from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
+from .passes.fuse import FusedElementwise, step_args
 from .passes.memory import END
 
 
@@ -47,43 +54,66 @@ class Plan:
     # ----------------------------------------------------------------------------- codegen
 
     def _generate(self) -> str:
-        graph = self.graph
-        memory = graph.memory
-        xp = self.device.xp
+        """The source of ``run``: a header naming what the names mean, then the reads of inputs and
+        state, one block per op, the state updates not made in place, and the return."""
+        memory = self.graph.memory
         if memory is not None:
             # One raw byte buffer per slot; each value placed in a slot gets a typed view (made once, here).
+            xp = self.device.xp
             self._raw = [xp.empty(nbytes, dtype=backend.uint8.array_dtype) for nbytes in memory.buffers]
             self._views: dict[tuple, str] = {}
-        var: dict[int, str] = {}
-        lines = ["def run(inputs, states):"]
-        state_index = {name: i for i, name in enumerate(self.state_names)}
-        for k, n in enumerate(graph.inputs):
-            var[id(n)] = f"v_in{k}"
+        self._var: dict[int, str] = {}   # id(node) -> its name in the generated code
+        self._state_index = {name: i for i, name in enumerate(self.state_names)}
+        self._temporaries: set[str] = set()   # fused kernels' intermediate results
+        body = self._reads() + self._op_lines() + self._commits() + [self._return()]
+        source = "\n".join(self._header() + ["def run(inputs, states):"] + body) + "\n"
+        del self._var, self._temporaries  # bookkeeping of the code generation only: the plan need not keep it
+        return source
+
+    def _header(self) -> list[str]:
+        """Comments saying what each kind of name in the code means (only the kinds it uses)."""
+        names = set(self.namespace) | set(self._var.values()) | self._temporaries
+        lines = [f"# The compiled plan of graph {_text(self.graph.name)}: its optimised ops as straight-line",
+                 "# array code, one block per op, in the order they run. xp is the array module (NumPy, or CuPy",
+                 "# on a GPU). Names:"]
+        for pattern, text in _NAMES:
+            if any(re.fullmatch(pattern, name) for name in names):
+                lines += [f"#   {line}" for line in text.splitlines()]
+        return lines
+
+    def _reads(self) -> list[str]:
+        """Bind the call's input arrays and the state arrays to short names; constants live in the namespace."""
+        lines, constants = [], []
+        for k, n in enumerate(self.graph.inputs):
+            self._var[id(n)] = f"v_in{k}"
             lines.append(f"    v_in{k} = inputs[{k}]")
-        for n in graph.nodes:
+        for n in self.graph.nodes:
             if n.kind == STATE:
-                name = f"s{state_index[n.state_name]}"
-                var[id(n)] = name
-                lines.append(f"    {name} = states[{state_index[n.state_name]}]  # {n.state_name}")
-        ops = [n for n in graph.nodes if n.kind == OP]
+                index = self._state_index[n.state_name]
+                self._var[id(n)] = f"s{index}"
+                lines.append(f"    s{index} = states[{index}]  # {_text(n.state_name)}")
+            elif n.kind == CONSTANT:
+                name = self._var[id(n)] = f"c{len(constants)}"
+                constants.append(name)
+                self.namespace[name] = n.value
+        return lines
+
+    def _op_lines(self) -> list[str]:
+        """One block per op: a comment saying where it came from, then the line(s) computing it."""
+        memory = self.graph.memory
         last_use = memory.last_use if memory is not None else {}
         dies_at: dict[int, list[str]] = {}
-        for n in graph.nodes:
-            if n.kind == CONSTANT:
-                name = f"c{len(var)}"
-                var[id(n)] = name
-                self.namespace[name] = n.value
-        for i, n in enumerate(ops):
-            name = f"v{i}"
-            var[id(n)] = name
-            lines.append(f"    # {n.name}" + (f"    ({n.source})" if n.source else ""))
-            out = None
-            if memory is not None:
-                if n.name in memory.buffer_of:
-                    out = self._view(memory.buffer_of[n.name], n)
-                elif n.name in memory.state_out:
-                    out = f"s{state_index[memory.state_out[n.name]]}"
-            args = [var[id(x)] if isinstance(x, Node) else self._literal(x) for x in n.inputs]
+        lines = []
+        phase = None
+        for i, n in enumerate(n for n in self.graph.nodes if n.kind == OP):
+            if n.phase != phase:
+                phase = n.phase
+                lines.append(f"    # ---- {_PHASE_TITLES.get(phase, phase)}")
+            name = self._var[id(n)] = f"v{i}"
+            origin = _origin(n)
+            lines.append(f"    # {_text(n.name)}    ({_text(origin)})" if origin else f"    # {_text(n.name)}")
+            out = self._out(n)
+            args = [self._var[id(x)] if isinstance(x, Node) else self._literal(x) for x in n.inputs]
             if n.op is FusedElementwise:
                 scratch = memory.scratch_of.get(n.name) if memory is not None else None
                 lines += self._fused_lines(name, n, args, out, None if scratch is None else self._view(scratch, n))
@@ -92,25 +122,43 @@ class Plan:
             # A fresh (unpooled) value is dropped as soon as its last reader has run, freeing memory early.
             if memory is not None and out is None and i < last_use.get(n.name, -1) < END:
                 dies_at.setdefault(last_use[n.name], []).append(name)
-            for dead in dies_at.pop(i, []):
-                lines.append(f"    del {dead}")
+            lines += [f"    del {dead}" for dead in dies_at.pop(i, [])]
+        return lines
+
+    def _out(self, n: Node) -> str | None:
+        """Where the memory plan has op ``n`` write: a buffer view, a state's own array, or nowhere (None)."""
+        memory = self.graph.memory
+        if memory is None:
+            return None
+        if n.name in memory.buffer_of:
+            return self._view(memory.buffer_of[n.name], n)
+        if n.name in memory.state_out:
+            return f"s{self._state_index[memory.state_out[n.name]]}"
+        return None
+
+    def _commits(self) -> list[str]:
+        """Copy into each state's array the new values not already written there in place."""
+        memory = self.graph.memory
         if memory is not None:
-            for state_name, node_name in memory.commits.items():
-                node = next(n for n in graph.nodes if n.name == node_name)
-                lines.append(f"    s{state_index[state_name]}[...] = {var[id(node)]}  # update {state_name}")
+            by_name = {n.name: n for n in self.graph.nodes}
+            updates = {state: by_name[node_name] for state, node_name in memory.commits.items()}
         else:
-            for state_name, node in graph.updates.items():
-                lines.append(f"    s{state_index[state_name]}[...] = {var[id(node)]}  # update {state_name}")
+            updates = self.graph.updates
+        return [f"    s{self._state_index[state]}[...] = {self._var[id(node)]}  # update {_text(state)}"
+                for state, node in updates.items()]
+
+    def _return(self) -> str:
+        """The outputs, as a tuple of arrays the caller may keep."""
+        memory = self.graph.memory
         outs = []
-        for n in graph.outputs:
-            v = var[id(n)]
+        for n in self.graph.outputs:
+            v = self._var[id(n)]
             if memory is None or n.name in memory.copy_outputs:
-                v = f"{v}.copy()"
+                v = f"{v}.copy()"  # its memory is reused or owned elsewhere (a view, a state)
             if not n.shape:
                 v = f"xp.asarray({v})"  # NumPy gives scalars for 0-d results; outputs are arrays
             outs.append(v)
-        lines.append("    return (" + "".join(o + ", " for o in outs) + ")")
-        return "\n".join(lines) + "\n"
+        return f"    return ({outs[0]},)" if len(outs) == 1 else f"    return ({', '.join(outs)})"
 
     def _view(self, slot: int, node: Node) -> str:
         """The name of slot ``slot``'s raw memory viewed with ``node``'s shape and dtype."""
@@ -139,42 +187,40 @@ class Plan:
             return name
         return repr(value)
 
-    def _kernel(self, key: str, op: Any, attrs: dict) -> str:
-        name = f"k_{key}"
-        self.namespace[name] = functools.partial(op.forward, **attrs) if attrs else op.forward
-        return name
+    def _ufunc_or_forward(self, key: str, op: Any, attrs: dict, args: list[str], out: str | None) -> str:
+        """A call of the ufunc the op is (``xp.add(a, b)``), or else of its forward with the attributes bound
+        once, here (``k_4``)."""
+        if op.ufunc and not attrs:
+            return call_source(f"xp.{op.ufunc}", args, out)
+        kernel = f"k_{key}"
+        self.namespace[kernel] = functools.partial(op.forward, **attrs) if attrs else op.forward
+        return call_source(kernel, ["xp", *args], out)
 
     def _call(self, i: int, n: Node, args: list[str], out: str | None) -> str:
-        op = n.op
-        if op.ufunc and not n.attrs:
-            return f"xp.{op.ufunc}({', '.join(args)}" + (f", out={out})" if out else ")")
-        inline = _INLINE.get(op.name)
-        if inline is not None:
-            code = inline(self, n, args, out)
+        """The expression computing op node ``n``: its own ``emit`` rule where it has one that applies,
+        else the ufunc it is or its forward."""
+        if n.op.emit is not None:
+            code = n.op.emit(args, n.inputs, None if out is None else OutName(out, self), **n.attrs)
             if code is not None:
                 return code
-        kernel = self._kernel(str(i), op, n.attrs)
-        return f"{kernel}(xp, {', '.join(args)}" + (f", out={out})" if out else ")")
+        return self._ufunc_or_forward(str(i), n.op, n.attrs, args, out)
 
     def _fused_lines(self, name: str, n: Node, args: list[str], out: str | None, scratch: str | None) -> list[str]:
         """Inline a fused kernel: its steps one after the other, in place in one buffer."""
         program = n.attrs["program"]
-        lines = [f"    # fused kernel: {' > '.join(step['op'] for step in program)}"]
+        lines = [f"    # fused kernel: {_text(' > '.join(step['op'] for step in program))}"]
         prev = None
         for index, step in enumerate(program):
             op = OPS[step["op"]]
-            step_args = [prev if a[0] == "prev" else args[a[1]] if a[0] == "in" else self._literal(a[1])
-                         for a in step["args"]]
+            step_inputs = step_args(step, args, prev, literal=self._literal)
             last = index == len(program) - 1
             target = out if (last or scratch is None) else scratch
             if target is None and prev is not None:
-                target = prev
+                target = prev  # no buffer planned: every later step writes over the array step 0 made
             result = name if last else f"{name}_t"
-            if op.ufunc and not step["attrs"]:
-                call = f"xp.{op.ufunc}({', '.join(step_args)}" + (f", out={target})" if target else ")")
-            else:
-                kernel = self._kernel(f"{name}_{index}", op, step["attrs"])
-                call = f"{kernel}(xp, {', '.join(step_args)}" + (f", out={target})" if target else ")")
+            if not last:
+                self._temporaries.add(result)
+            call = self._ufunc_or_forward(f"{name}_{index}", op, step["attrs"], step_inputs, target)
             if target is None:
                 call = f"xp.asarray({call})"  # step 0 without a buffer: keep a writable array, not a scalar
             lines.append(f"    {result} = {call}")
@@ -184,59 +230,58 @@ class Plan:
         return lines
 
 
-# Inline code for the commonest cheap ops, so the plan calls the array method directly instead of going
-# through the op's forward (each Python call saved matters when the arrays are small). Every other op,
-# and these when a template does not apply, is called through its forward: the result is the same.
+#: What the generated code's names mean, for the header of ``plan.source``: (pattern, explanation).
+_NAMES = [
+    (r"v_in\d+", "v_in0, v_in1...  the arrays passed to this call (inputs[k])"),
+    (r"s\d+", "s0, s1...        the state arrays (parameters, buffers, optimizer slots, train step) from\n"
+              "                 states[k]; the call updates them in place"),
+    (r"c\d+", "c0, c1...        constants: values fixed when compiling (folded, or eager tensors the build read)"),
+    (r"lit\d+", "lit0...          numbers Python source cannot spell (inf, nan)"),
+    (r"b\d+_\d+", "b2_5...          buffer 2 of the memory plan seen with one shape and dtype: allocated once,\n"
+                  "                 reused by every call (b2_5_as9: the same memory seen with another shape)"),
+    (r"k_\w+", "k_4, k_v9_1...   an op's forward with its attributes bound, for ops with no one-line form"),
+    (r"v\d+", "v0, v1...        the value of op 0, 1...; `del` drops one not in a buffer after its last reader"),
+    (r"v\d+_t", "v9_t             a fused kernel's intermediate result, between its steps"),
+]
 
-
-def _sum_to(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
-    (src,) = [x for x in n.inputs if isinstance(x, Node)]
-    shape = n.attrs["shape"]
-    lead = len(src.shape) - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
-                                       if d == 1 and src.shape[lead + i] != 1)
-    if not axes or out is None or out not in plan.namespace:  # (a state's array is known only at run time)
-        return None
-    kept = tuple(1 if i in axes else d for i, d in enumerate(src.shape))
-    kept_out = plan.reshaped(out, kept)  # the output buffer seen with the summed axes kept
-    return f"({args[0]}.sum(axis={axes!r}, keepdims=True, out={kept_out}), {out})[1]"
-
-
-def _sum_squares(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
-    (src,) = n.inputs
-    flat = args[0] if len(src.shape) == 1 else f"{args[0]}.reshape(-1)"
-    return f"xp.dot({flat}, {flat})"
-
-
-def _linear(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
-    x, w = args[0], args[1]
-    product = f"xp.matmul({x}, {w}.T" + (f", out={out})" if out else ")")
-    if len(args) == 2:
-        return product
-    return f"xp.add({product}, {args[2]}, out={out})" if out else f"{product} + {args[2]}"
-
-
-def _linear_grad_weight(plan: "Plan", n: Node, args: list[str], out: str | None) -> str | None:
-    grad = n.inputs[0]
-    if len(grad.shape) != 2:
-        return None
-    return f"xp.matmul({args[0]}.T, {args[1]}" + (f", out={out})" if out else ")")
-
-
-_INLINE = {
-    "linear_grad_weight": _linear_grad_weight,
-    "reshape": lambda plan, n, args, out: f"{args[0]}.reshape({n.attrs['shape']!r})",
-    "permute": lambda plan, n, args, out: f"{args[0]}.transpose({n.attrs['dims']!r})",
-    "broadcast_to": lambda plan, n, args, out: f"xp.broadcast_to({args[0]}, {n.attrs['shape']!r})",
-    "matmul": lambda plan, n, args, out: f"xp.matmul({args[0]}, {args[1]}" + (f", out={out})" if out else ")"),
-    "sum_to": _sum_to,
-    "sum_squares": _sum_squares,
-    "linear": _linear,
+_PHASE_TITLES = {
+    FORWARD: "forward: what build() computes from the inputs",
+    BACKWARD: "backward: the gradients, each op's vjp rule",
+    OPTIMIZER: "optimizer: the update of each parameter and its optimizer state",
 }
 
 
-def _graph_device(graph: Graph):
-    from .. import backend
+def _text(text: str) -> str:
+    """Names and source lines as comment text: on one line, whatever they hold (a saved graph's names
+    come from a file), so they can never end the comment and become code."""
+    return " ".join(str(text).splitlines())
+
+
+def _origin(n: Node) -> str:
+    """Where op ``n`` came from. In the optimizer phase that is the update of one parameter (the node's
+    scope): the user's line would only be the call of the graph, the same for every update op."""
+    if n.phase == OPTIMIZER and n.scope:
+        return f"optimizer step: update of {n.scope}"
+    return n.source
+
+
+class OutName(str):
+    """The name of the array an op writes into, as its ``emit`` rule receives it: a plain string in the
+    generated code, plus :meth:`reshaped` for rules that must write through a view of another shape."""
+
+    def __new__(cls, name: str, plan: Plan) -> OutName:
+        self = super().__new__(cls, name)
+        self.plan = plan
+        return self
+
+    def reshaped(self, shape: tuple) -> str | None:
+        """A name for this buffer seen with ``shape``, made once now; None for a state's array, which
+        arrives only with each call."""
+        return self.plan.reshaped(self, shape) if self in self.plan.namespace else None
+
+
+def _graph_device(graph: Graph) -> backend.Device:
+    """The device the plan runs on: the one its values live on (a graph lives on one device)."""
     for n in graph.nodes:
         if n.kind in (INPUT, STATE, CONSTANT, OP):
             return n.device

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ir import CONSTANT, OP, Graph, Node
-from . import PassReport, timed
+from .report import PassReport, timed
 
 
 def _key(node: Node) -> Any:

@@ -9,7 +9,7 @@ the graph's interface, even when unused.
 from __future__ import annotations
 
 from ..ir import INPUT, STATE, Graph
-from . import PassReport, timed
+from .report import PassReport, timed
 
 
 def live_nodes(graph: Graph) -> set[int]:

@@ -9,7 +9,7 @@ with ``toynet.ones`` inside ``build``, the ``1 - beta`` of an optimizer. Random 
 from __future__ import annotations
 
 from ..ir import CONSTANT, OP, Graph, Node
-from . import PassReport, timed
+from .report import PassReport, timed
 
 
 def _run(graph: Graph, report: PassReport) -> Graph:

@@ -11,17 +11,18 @@ node keeps the tail's name, so outputs and updates still find it.
 
 A chain is a *program*: a list of steps ``{"op": name, "args": [...], "attrs": {...}}`` where each arg is
 ``["in", k]`` (the fused node's k-th input), ``["prev"]`` (the previous step's result) or ``["lit", x]``.
-It is plain data, so a fused graph saves to JSON like any other.
+It is plain data, so a fused graph saves to JSON like any other. :func:`_fuse` writes programs;
+:func:`step_args` is the one reader of their arguments (for the kernel, its shape rule and the compiler).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ... import backend
 from ...ops import OPS, Op, register
 from ..ir import OP, Graph, Node
-from . import PassReport, timed
+from .report import PassReport, timed
 
 
 @register
@@ -37,7 +38,7 @@ class FusedElementwise(Op):
         last = len(program) - 1
         for index, step in enumerate(program):
             op = OPS[step["op"]]
-            args = [prev if a[0] == "prev" else inputs[a[1]] if a[0] == "in" else a[1] for a in step["args"]]
+            args = step_args(step, inputs, prev)
             target = out if (index == last or scratch is None) else scratch
             if target is None and index > 0:
                 target = prev  # the array step 0 allocated: every step has the same shape, so reuse it
@@ -50,7 +51,7 @@ class FusedElementwise(Op):
         prev = None
         for step in program:
             op = OPS[step["op"]]
-            args = [prev if a[0] == "prev" else inputs[a[1]] if a[0] == "in" else a[1] for a in step["args"]]
+            args = step_args(step, inputs, prev)
             shape, dtype = op.infer(*args, **step["attrs"])
             prev = _Meta(shape, dtype)
         return prev.shape, prev.dtype
@@ -69,6 +70,24 @@ class _Meta:
         self.shape, self.dtype = tuple(shape), dtype
 
 
+def step_args(step: dict, inputs: Sequence, prev: Any, literal: Callable[[Any], Any] = lambda value: value) -> list:
+    """One step's arguments, decoded: ``["in", k]`` is ``inputs[k]``, ``["prev"]`` is ``prev`` (the previous
+    step's result) and ``["lit", x]`` is ``literal(x)``.
+
+    The one reader of the format: the kernel passes arrays, the shape rule shapes, and the compiler
+    the names in its generated code (with ``literal`` turning a number into source).
+    """
+    args = []
+    for arg in step["args"]:
+        if arg[0] == "prev":
+            args.append(prev)
+        elif arg[0] == "in":
+            args.append(inputs[arg[1]])
+        else:
+            args.append(literal(arg[1]))
+    return args
+
+
 def reads_of_input(program: list, k: int) -> list[int]:
     """The steps of ``program`` that read the fused node's input ``k``."""
     return [i for i, step in enumerate(program) if any(a[0] == "in" and a[1] == k for a in step["args"])]
@@ -79,10 +98,13 @@ def _fusable(node: Node) -> bool:
             and node.dtype.is_floating_point)
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
+def _chains(graph: Graph) -> dict[int, list[Node]]:
+    """The chains to fuse, by id of their tail: walking in order, a node joins its producer's chain when
+    the producer is fusable, has the same shape and dtype, is no output or update, and has no other
+    reader (its value is then never needed outside the kernel)."""
     users = graph.users()
     roots = {id(n) for n in graph.roots()}
-    chain_of: dict[int, list[Node]] = {}          # id(tail node) -> the nodes of its chain, in order
+    chain_of: dict[int, list[Node]] = {}
     for node in graph.nodes:
         if not _fusable(node):
             continue
@@ -93,13 +115,16 @@ def _run(graph: Graph, report: PassReport) -> Graph:
                 chain = chain_of.pop(id(producer), [producer])
                 chain_of[id(node)] = chain + [node]
                 break
+    return chain_of
+
+
+def _run(graph: Graph, report: PassReport) -> Graph:
+    """Replace each chain by one fused node at its tail's place; its other members disappear."""
+    chain_of = _chains(graph)
     if not chain_of:
         return graph
-
+    members = {id(n) for chain in chain_of.values() for n in chain[:-1]}
     replaced: dict[int, Node] = {}
-    members: set[int] = set()
-    for chain in chain_of.values():
-        members.update(id(n) for n in chain[:-1])
     new_nodes = []
     for node in graph.nodes:
         if id(node) in members:
@@ -141,4 +166,5 @@ def _fuse(chain: list[Node]) -> Node:
 
 
 def fuse_elementwise(graph: Graph) -> tuple[Graph, PassReport]:
+    """The pass: chains of elementwise ops become single :class:`FusedElementwise` nodes."""
     return timed("FuseElementwise", _run, graph)

@@ -4,9 +4,9 @@ Eager mode allocates a fresh array for every op result and frees it when Python 
 reference. A compiled graph knows every value's *lifetime* (from the op that makes it to the last op
 that reads it), so it can do better:
 
-* **reuse**: a value whose last reader has run gives its buffer back to a pool; a later value of the
-  same shape and dtype takes it. The buffers are allocated once, when the plan is built, and every
-  call reuses them: no allocation, no page faults, in the steady state.
+* **reuse**: a value whose last reader has run gives its buffer back to a pool; a later value that
+  fits (of any shape and dtype: a buffer is raw bytes) takes it. The buffers are allocated once, when
+  the plan is built, and every call reuses them: no allocation, no page faults, in the steady state.
 * **in place**: an elementwise op whose input dies at that op writes its result over that input.
 * **state updates in place**: a training step's new weight is written straight into the weight's own
   array, once nothing else still needs the old value; otherwise it is copied in at the end of the call.
@@ -14,7 +14,11 @@ that reads it), so it can do better:
 Views (reshape, transpose, slicing) share their input's memory, so a buffer stays reserved while any
 view of it is still to be read. Outputs get fresh arrays (the caller keeps them across calls).
 
-The result is a :class:`MemoryPlan` attached to the graph as ``graph.memory``; the compiler follows it.
+The pass runs in five phases, each a function below: :func:`_lifetimes` (when each value is last
+read), :func:`_extend_through_views` (views keep their base alive), :func:`_states_in_place` (which
+updates overwrite their state), :func:`_assign_buffers` (the pool, in op order) and :func:`_copies`
+(what is copied at the end). The result is a :class:`MemoryPlan` attached to the graph as
+``graph.memory``; the compiler follows it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import OP, STATE, Graph, Node
-from . import PassReport, timed
+from .report import PassReport, timed
 from .fuse import FusedElementwise, reads_of_input
 
 END = 1 << 30  # "read after the last op": outputs and state updates
@@ -66,17 +70,26 @@ def _nbytes(node: Node) -> int:
     return n
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
-    plan = MemoryPlan()
+@dataclass
+class _Lifetimes:
+    """What the phases share: the ops in run order and when each value is last read."""
+
+    ops: list[Node]                      # the op nodes, in the order the plan runs them
+    pos: dict[int, int]                  # id(op) -> its position in ``ops``
+    outputs: set[int]                    # ids of the graph's outputs
+    update_targets: dict[int, list[str]]  # id(node) -> the states it becomes the new value of
+    last_use: dict[int, int]             # id(value) -> position of its last reader (END: after every op)
+    readers: dict[int, list[int]]        # id(value) -> positions of the ops that read it
+    base_of: dict[int, Node] = field(default_factory=dict)  # id(view) -> the value whose memory it shows
+
+
+def _lifetimes(graph: Graph) -> _Lifetimes:
+    """Phase 1: each value's last reader. A buffer can be handed on only once its value's last reader
+    has run; outputs and state updates are read after the last op (END)."""
     ops = [n for n in graph.nodes if n.kind == OP]
-    pos = {id(n): i for i, n in enumerate(ops)}
-    outputs = {id(n) for n in graph.outputs}
     update_targets: dict[int, list[str]] = {}
     for state_name, n in graph.updates.items():
         update_targets.setdefault(id(n), []).append(state_name)
-    states = {n.state_name: n for n in graph.nodes if n.kind == STATE}
-
-    # 1. Lifetimes: the position of each value's last reader (END for outputs and updates).
     last_use: dict[int, int] = {}
     readers: dict[int, list[int]] = {}
     for i, n in enumerate(ops):
@@ -85,42 +98,55 @@ def _run(graph: Graph, report: PassReport) -> Graph:
             readers.setdefault(id(x), []).append(i)
     for n in graph.roots():
         last_use[id(n)] = END
+    return _Lifetimes(ops, {id(n): i for i, n in enumerate(ops)}, {id(n) for n in graph.outputs},
+                      update_targets, last_use, readers)
 
-    # 2. Views keep what they look at alive: walk backwards, extending each base by its views.
-    def aliases(n: Node) -> bool:
-        return n.kind == OP and n.op.may_alias_input and not (writes_out(n) and id(n) not in outputs
-                                                                and id(n) not in update_targets)
-    base_of: dict[int, Node] = {}
-    for n in ops:
-        if aliases(n) and n.input_nodes:
+
+def _aliases(n: Node, life: _Lifetimes) -> bool:
+    """Does ``n`` return a view of its first input? Not when it is given a buffer of its own to write."""
+    writes_own_buffer = writes_out(n) and id(n) not in life.outputs and id(n) not in life.update_targets
+    return n.kind == OP and n.op.may_alias_input and not writes_own_buffer
+
+
+def _extend_through_views(life: _Lifetimes) -> None:
+    """Phase 2: a view (reshape, transpose, slice) reads its base's memory, so the base lives as long as
+    its views are read. Walking backwards, each view's lifetime and readers are added to its base's."""
+    for n in life.ops:
+        if _aliases(n, life) and n.input_nodes:
             src = n.inputs[0]
-            base_of[id(n)] = base_of.get(id(src), src) if isinstance(src, Node) else n
-    for n in reversed(ops):
-        base = base_of.get(id(n))
+            life.base_of[id(n)] = life.base_of.get(id(src), src) if isinstance(src, Node) else n
+    for n in reversed(life.ops):
+        base = life.base_of.get(id(n))
         if base is not None:
-            last_use[id(base)] = max(last_use.get(id(base), -1), last_use.get(id(n), -1))
-            for r in readers.get(id(n), []):
-                readers.setdefault(id(base), []).append(r)
+            life.last_use[id(base)] = max(life.last_use.get(id(base), -1), life.last_use.get(id(n), -1))
+            for r in life.readers.get(id(n), []):
+                life.readers.setdefault(id(base), []).append(r)
 
-    # 3. State updates written in place, where every reader of the old value runs first.
+
+def _states_in_place(graph: Graph, life: _Lifetimes, plan: MemoryPlan) -> None:
+    """Phase 3: which state updates write straight into the state's own array (``plan.state_out``).
+
+    Only where nothing reads the old value after the update is computed, the update is the last word
+    on that state, and the op can write over its own input without reading what it already wrote.
+    """
+    states = {n.state_name: n for n in graph.nodes if n.kind == STATE}
     # A state whose old value becomes another state's new value (``prev.copy_(cur)``, directly or
     # through a view) is read by that copy at the end of the call, after every op: never overwrite it early.
     read_at_end = set()
     for state_name, u in graph.updates.items():
-        base = base_of.get(id(u), u)
+        base = life.base_of.get(id(u), u)
         if base.kind == STATE and base.state_name != state_name:
             read_at_end.add(base.state_name)
     for state_name, u in graph.updates.items():
         s = states[state_name]
-        if u is s or u.kind != OP or not writes_out(u) or id(u) in outputs or len(update_targets[id(u)]) > 1:
-            continue
-        if state_name in read_at_end:
+        if (u is s or u.kind != OP or not writes_out(u) or id(u) in life.outputs
+                or len(life.update_targets[id(u)]) > 1 or state_name in read_at_end):
             continue
         if u.shape != s.shape or u.dtype != s.dtype:
             continue
-        if any(r > pos[id(u)] for r in readers.get(id(s), [])):
-            continue
-        if any(isinstance(x, Node) and x is not s and base_of.get(id(x)) is s for x in u.inputs):
+        if any(r > life.pos[id(u)] for r in life.readers.get(id(s), [])):
+            continue  # the old value is still read after the update is computed
+        if any(isinstance(x, Node) and x is not s and life.base_of.get(id(x)) is s for x in u.inputs):
             continue  # reads a view of the state while overwriting it
         if s in u.inputs:
             if u.op is FusedElementwise:
@@ -129,74 +155,103 @@ def _run(graph: Graph, report: PassReport) -> Graph:
                 if reads == [0]:
                     pass                         # read before anything is written
                 elif reads == [len(program) - 1]:
-                    plan.scratch_of[u.name] = -1  # intermediates elsewhere; the last step writes
+                    plan.scratch_of[u.name] = -1  # intermediates elsewhere (a slot given in phase 4)
                 else:
                     continue
             elif not u.op.elementwise:
                 continue                          # e.g. matmul cannot write over its own input
         plan.state_out[u.name] = state_name
 
-    # 4. Buffers from a pool, walking the ops in order. A buffer is raw memory: any value that fits can
-    # use it (viewed with its own shape and dtype), so a dying activation's memory serves the next value
-    # of any shape. Sizes are settled only when planning ends, so a buffer may grow to fit its largest user.
-    free: list[int] = []
-    slot_of: dict[int, int] = {}
 
-    def take(nbytes: int) -> int:
-        fitting = [b for b in free if plan.buffers[b] >= nbytes]
+class _Pool:
+    """Raw byte buffers, each either free or holding one live value. A buffer is untyped memory: any value
+    that fits can use it (viewed with its own shape and dtype), so a dying activation's memory serves the
+    next value of any shape. Sizes are settled when planning ends, so a buffer may grow to fit its largest user."""
+
+    def __init__(self, sizes: list[int]):
+        self.sizes = sizes     # slot -> bytes (the plan's ``buffers`` list, filled in here)
+        self.free: list[int] = []
+
+    def take(self, nbytes: int) -> int:
+        fitting = [b for b in self.free if self.sizes[b] >= nbytes]
         if fitting:
-            best = min(fitting, key=lambda b: plan.buffers[b])   # the tightest fit wastes least
-        elif free:
-            best = max(free, key=lambda b: plan.buffers[b])      # grow the largest: least extra memory
-            plan.buffers[best] = nbytes
+            best = min(fitting, key=lambda b: self.sizes[b])   # the tightest fit wastes least
+        elif self.free:
+            best = max(self.free, key=lambda b: self.sizes[b])  # grow the largest: least extra memory
+            self.sizes[best] = nbytes
         else:
-            plan.buffers.append(nbytes)
-            return len(plan.buffers) - 1
-        free.remove(best)
+            self.sizes.append(nbytes)
+            return len(self.sizes) - 1
+        self.free.remove(best)
         return best
 
-    for i, n in enumerate(ops):
-        plan.bytes_without_reuse += _nbytes(n) if writes_out(n) and id(n) not in outputs else 0
+    def give_back(self, slot: int) -> None:
+        self.free.append(slot)
+
+
+def _in_place_input(n: Node, i: int, life: _Lifetimes, slot_of: dict[int, int]) -> Node | None:
+    """An input elementwise op ``n`` (at position ``i``) can write its result over: one that dies here, is
+    in a pooled buffer, has exactly ``n``'s shape and dtype, and that no other input of ``n`` looks at
+    through a view (``h + h.t()``: the first write would change what the view reads). A fused kernel must
+    read it in its first step only, before anything is written."""
+    for k, x in enumerate(n.inputs):
+        if (isinstance(x, Node) and id(x) in slot_of and life.last_use.get(id(x)) == i
+                and x.shape == n.shape and x.dtype == n.dtype
+                and not any(life.base_of.get(id(y)) is x for y in n.input_nodes)
+                and (n.op is not FusedElementwise or reads_of_input(n.attrs["program"], k) == [0])):
+            return x
+    return None
+
+
+def _assign_buffers(life: _Lifetimes, plan: MemoryPlan) -> None:
+    """Phase 4: walking the ops in order, give each value that can be written into a buffer: over a dying
+    input where the op is elementwise, else from the pool; values read for the last time hand theirs back."""
+    pool = _Pool(plan.buffers)
+    slot_of: dict[int, int] = {}   # id(value) -> the slot it lives in, while it lives
+    for i, n in enumerate(life.ops):
+        owns_buffer = writes_out(n) and id(n) not in life.outputs
+        plan.bytes_without_reuse += _nbytes(n) if owns_buffer else 0
         if n.name in plan.state_out:
-            if plan.scratch_of.get(n.name) == -1:
-                plan.scratch_of[n.name] = take(_nbytes(n))
-                free.append(plan.scratch_of[n.name])
-        elif writes_out(n) and id(n) not in outputs:
-            slot = None
-            if n.op.elementwise:
-                # In place: over an input that dies here, is ours, and has exactly this shape and dtype,
-                # and that no other input of this op looks at through a view (``h + h.t()``): the first
-                # write would change what the view reads.
-                for k, x in enumerate(n.inputs):
-                    if (isinstance(x, Node) and id(x) in slot_of and last_use.get(id(x)) == i
-                            and x.shape == n.shape and x.dtype == n.dtype
-                            and not any(base_of.get(id(y)) is x for y in n.input_nodes)
-                            and (n.op is not FusedElementwise or reads_of_input(n.attrs["program"], k) == [0])):
-                        slot = slot_of.pop(id(x))
-                        plan.inplace[n.name] = x.name
-                        break
-            if slot is None:
-                slot = take(_nbytes(n))
+            if plan.scratch_of.get(n.name) == -1:      # a fused update's intermediates: scratch while it runs
+                plan.scratch_of[n.name] = pool.take(_nbytes(n))
+                pool.give_back(plan.scratch_of[n.name])
+        elif owns_buffer:
+            over = _in_place_input(n, i, life, slot_of) if n.op.elementwise else None
+            if over is not None:
+                slot = slot_of.pop(id(over))
+                plan.inplace[n.name] = over.name
+            else:
+                slot = pool.take(_nbytes(n))
             slot_of[id(n)] = slot
             plan.buffer_of[n.name] = slot
-            if id(n) in update_targets:
-                last_use[id(n)] = END  # copied into its state after the last op
-        # Values read for the last time here hand their buffers back.
+            if id(n) in life.update_targets:
+                life.last_use[id(n)] = END  # copied into its state after the last op
         for x in dict.fromkeys(n.input_nodes):
-            if last_use.get(id(x)) == i and id(x) in slot_of:
-                free.append(slot_of.pop(id(x)))
+            if life.last_use.get(id(x)) == i and id(x) in slot_of:
+                pool.give_back(slot_of.pop(id(x)))
 
+
+def _copies(graph: Graph, life: _Lifetimes, plan: MemoryPlan) -> None:
+    """Phase 5: what the plan copies. A state update not written in place is copied into the state's array
+    at the end of the call (``plan.commits``); an output that shares memory with something reused or owned
+    elsewhere (a view, a state) is copied on return, since the caller keeps it across calls."""
+    states = {n.state_name: n for n in graph.states}
     for state_name, u in graph.updates.items():
         if u.name not in plan.state_out and u is not states[state_name]:
             plan.commits[state_name] = u.name
-
-    # 5. Outputs that share memory with something reused or owned elsewhere are copied on return.
     for n in graph.outputs:
-        is_view = id(n) in base_of
-        if n.kind != OP or is_view or n.name in plan.state_out:
+        if n.kind != OP or id(n) in life.base_of or n.name in plan.state_out:
             plan.copy_outputs.add(n.name)
 
-    plan.last_use = {n.name: last_use.get(id(n), -1) for n in ops}
+
+def _run(graph: Graph, report: PassReport) -> Graph:
+    plan = MemoryPlan()
+    life = _lifetimes(graph)
+    _extend_through_views(life)
+    _states_in_place(graph, life, plan)
+    _assign_buffers(life, plan)
+    _copies(graph, life, plan)
+    plan.last_use = {n.name: life.last_use.get(id(n), -1) for n in life.ops}
     plan.bytes_pooled = sum(plan.buffers)
     graph.memory = plan
     report.notes.append(f"{len(plan.buffers)} buffers for {len(plan.buffer_of)} values, "
@@ -205,4 +260,5 @@ def _run(graph: Graph, report: PassReport) -> Graph:
 
 
 def plan_memory(graph: Graph) -> tuple[Graph, PassReport]:
+    """The pass: attach a :class:`MemoryPlan` to the graph as ``graph.memory`` (the ops are unchanged)."""
     return timed("PlanMemory", _run, graph)

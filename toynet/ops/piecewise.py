@@ -1,0 +1,89 @@
+"""Piecewise-linear functions of one input: relu, relu6, clamp, abs and sign.
+
+Their derivative is a step (1 inside, 0 outside), so each vjp multiplies the gradient by a mask."""
+
+from __future__ import annotations
+
+from ._op import register
+from .elementwise import Elementwise, as_array
+
+
+@register
+class Relu(Elementwise):
+    """``max(a, 0)``; d/da = 1 where a > 0, else 0."""
+
+    name = "relu"
+
+    def forward(self, xp, a, out=None):
+        return xp.maximum(a, 0, out=out)
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return (grad * (inputs[0] > 0),)
+
+
+@register
+class Relu6(Elementwise):
+    """``min(max(a, 0), 6)``; d/da = 1 where 0 < a < 6, else 0."""
+
+    name = "relu6"
+
+    def forward(self, xp, a, out=None):
+        out = as_array(xp, xp.maximum(a, 0, out=out))
+        return xp.minimum(out, 6, out=out)
+
+    def vjp(self, grad, inputs, output, **attrs):
+        a = inputs[0]
+        return (grad * ((a > 0) & (a < 6)),)
+
+
+@register
+class Clamp(Elementwise):
+    """``min(max(a, min), max)``; d/da = 1 inside [min, max], else 0."""
+
+    name = "clamp"
+
+    def forward(self, xp, a, out=None, min=None, max=None):
+        if min is not None:
+            out = as_array(xp, xp.maximum(a, min, out=out))
+            a = out
+        if max is not None:
+            out = xp.minimum(a, max, out=out)
+        return out
+
+    def vjp(self, grad, inputs, output, min=None, max=None):
+        a = inputs[0]
+        inside = None
+        if min is not None:
+            inside = a >= min
+        if max is not None:
+            inside = (a <= max) if inside is None else inside & (a <= max)
+        return (grad * inside,)
+
+
+@register
+class Abs(Elementwise):
+    """``|a|``; d/da = sign(a)."""
+
+    name = "abs"
+    ufunc = "absolute"
+
+    def forward(self, xp, a, out=None):
+        return xp.abs(a, out=out)
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return (grad * inputs[0].sign(),)
+
+
+@register
+class Sign(Elementwise):
+    """``sign(a)``: -1, 0 or 1; its derivative is 0 almost everywhere, so no gradient flows."""
+
+    name = "sign"
+    ufunc = "sign"
+
+    def forward(self, xp, a, out=None):
+        return xp.sign(a, out=out)
+
+    def vjp(self, grad, inputs, output, **attrs):
+        return (None,)
+
