@@ -71,17 +71,15 @@ class Tracer:
         states: ``id(eager tensor) -> StateInfo`` for every parameter and buffer of the graph's modules.
         module_paths: ``id(module) -> "model.features.0"``, to name ops by the module they ran in.
         on_module_call: told ``(phase, path, module, values)`` with phase "enter"/"exit" (for print(graph)).
-        on_node: told about every node added (the visualiser's construction recorder uses it).
+        log_op: told about every op node added (``graph.debug(2)`` prints them).
     """
 
     def __init__(self, graph: Graph, states: dict[int, StateInfo], module_paths: dict[int, str],
-                 on_module_call: Callable | None = None, on_node: Callable | None = None,
-                 log_op: Callable | None = None):
+                 on_module_call: Callable | None = None, log_op: Callable | None = None):
         self.graph = graph
         self.states = states
         self.module_paths = module_paths
         self.on_module_call = on_module_call
-        self.on_node = on_node
         self.log_op = log_op
         self.phase = FORWARD
         self.scopes: list[str] = []
@@ -91,9 +89,7 @@ class Tracer:
         self._keep_alive: list[Tensor] = []           # eager tensors we hold ids of
         #: State name -> the eager tensor that holds its value between calls.
         self.state_tensors: dict[str, Tensor] = {}
-        self.backward_roots: list[Tensor] = []
         self.allow_backward = False
-        self.decompose = True
         self._node_of_fn: dict[int, Node] = {}   # id(GradFn) -> the forward node it differentiates
         self._grad_of: Node | None = None         # while backward runs: the node whose vjp is emitting
 
@@ -160,8 +156,6 @@ class Tracer:
         return lazy_tensor(node)
 
     def _notify(self, node: Node) -> None:
-        if self.on_node is not None:
-            self.on_node(node)
         for observer in mode.node_observers:
             observer(node, self.graph)
 
@@ -170,10 +164,10 @@ class Tracer:
     def apply(self, op: Any, inputs: tuple, attrs: dict) -> Tensor:
         """Record ``op(*inputs, **attrs)`` as a node; return the lazy result (called by tensor.apply).
 
-        An op with a ``decompose`` rule is traced as that decomposition (when ``self.decompose`` is on):
-        its simpler ops are recorded, and differentiated, in its place.
+        An op with a ``decompose`` rule is traced as that decomposition: its simpler ops are recorded,
+        and differentiated, in its place.
         """
-        if op.decompose is not None and self.decompose:
+        if op.decompose is not None:
             return op.decompose(*inputs, **attrs)
         args = []
         requires_grad = False
@@ -271,7 +265,6 @@ class Tracer:
             if root.numel() != 1:
                 raise RuntimeError(f"nn.Graph {self.graph.name}: backward() needs a scalar loss, got shape "
                                    f"{tuple(root.shape)}; reduce it with .sum() or .mean() first")
-        self.backward_roots.extend(roots)
         previous, self.phase = self.phase, BACKWARD
         try:
             autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False,
@@ -293,15 +286,8 @@ class Tracer:
                 grads[info.name] = lazy.grad
         return grads
 
-    def lazy_of_state(self, tensor: Tensor) -> Tensor | None:
-        return self._lazy_of.get(id(tensor))
-
     def begin_optimizer(self) -> None:
         self.phase = OPTIMIZER
-
-
-def cast_like(value: Tensor, target: Tensor) -> Tensor:
-    return value if value.dtype is target.dtype else value.to(target.dtype)
 
 
 __all__ = ["Tracer", "StateInfo", "lazy_tensor", "user_source", "OPS"]
