@@ -36,6 +36,7 @@ from typing import Any
 
 from .. import autograd, backend, mode
 from ..mode import set_tracer
+from ..optim.optimizer import Optimizer
 from ..static.arguments import flatten_output, rebuild_output, signature, tensors_in
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
@@ -152,7 +153,6 @@ class Graph(GraphStateMixin):
                                  "in subclass of nn.Graph before assigning any attribute.")
 
     def __setattr__(self, name: str, value: Any) -> None:
-        from ..optim.optimizer import Optimizer
         if isinstance(value, (Module, Optimizer, Tensor)):
             self._check_initialized()
         if isinstance(value, Module):
@@ -198,7 +198,6 @@ class Graph(GraphStateMixin):
 
     def add_optimizer(self, optim: Any, *, lr_sch: Any = None, is_sparse: bool = False) -> None:
         """Train with ``optim``: each call of the graph then runs one whole training step."""
-        from ..optim.optimizer import Optimizer
         self._check_initialized()
         if optim is None:
             raise AssertionError("optimizer cannot be None")
