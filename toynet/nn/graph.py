@@ -392,10 +392,9 @@ class Graph(GraphStateMixin):
         names = self._parameter_names()
         tracer.begin_optimizer()
         with autograd.no_grad():
-            tracer.scopes.append("System-Train-TrainStep")
-            step = tracer.add_state("System-Train-TrainStep", "system", self._train_step_tensor(device))
-            tracer.graph.updates["System-Train-TrainStep"] = (step + 1).node
-            tracer.scopes.pop()
+            with tracer.scope("System-Train-TrainStep"):
+                step = tracer.add_state("System-Train-TrainStep", "system", self._train_step_tensor(device))
+                tracer.update("System-Train-TrainStep", step + 1)
             for i, binding in enumerate(self._optimizers):
                 optimizer = binding.optimizer
                 if len(binding.lr_tensors) != len(optimizer.param_groups) or (
@@ -422,12 +421,11 @@ class Graph(GraphStateMixin):
                         slots = optimizer.slot_names
                         lazy_state = {k: tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", v)
                                       for k, v in state.items()}
-                        tracer.scopes.append(name)  # update ops are named after their parameter
-                        new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
-                        tracer.assign(p, new_param)
-                        for k, v in new_state.items():
-                            tracer.assign(state[k], v)
-                        tracer.scopes.pop()
+                        with tracer.scope(name):  # update ops are named after their parameter
+                            new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
+                            tracer.update(p, new_param)
+                            for k, v in new_state.items():
+                                tracer.update(state[k], v)
 
     def _train_step_tensor(self, device: backend.Device) -> Tensor:
         if self._train_step is None or self._train_step.device != device:

@@ -18,10 +18,11 @@ needs a tensor's *values* (``.item()``, ``if loss > 0:``) cannot be traced and s
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .. import autograd, backend, mode
 from ..autograd import GradFn
@@ -89,6 +90,7 @@ class Tracer:
         self._keep_alive: list[Tensor] = []           # eager tensors we hold ids of
         #: State name -> the eager tensor that holds its value between calls.
         self.state_tensors: dict[str, Tensor] = {}
+        self._state_name: dict[int, str] = {}        # id(eager state tensor) -> its state name
         self.allow_backward = False
         self._node_of_fn: dict[int, Node] = {}   # id(GradFn) -> the forward node it differentiates
         self._grad_of: Node | None = None         # while backward runs: the node whose vjp is emitting
@@ -96,8 +98,18 @@ class Tracer:
     # ------------------------------------------------------------------------------ nodes
 
     @property
-    def scope(self) -> str:
+    def current_scope(self) -> str:
+        """The innermost scope: ops are named ``<scope>-<op>-<k>`` after it."""
         return self.scopes[-1] if self.scopes else ""
+
+    @contextlib.contextmanager
+    def scope(self, name: str) -> Iterator[None]:
+        """Name the ops recorded inside the block after ``name`` (a module path, a parameter's name)."""
+        self.scopes.append(name)
+        try:
+            yield
+        finally:
+            self.scopes.pop()
 
     def _check_device(self, device: backend.Device, what: str) -> None:
         if self.device is None:
@@ -125,6 +137,7 @@ class Tracer:
             self._lazy_of[id(tensor)] = lazy
             self._keep_alive.append(tensor)
             self.state_tensors[name] = tensor
+            self._state_name[id(tensor)] = name
             self._notify(node)
         return lazy
 
@@ -140,9 +153,9 @@ class Tracer:
             return self.add_state(info.name, info.kind, x)
         # A "free" eager tensor (made in build() or captured from outside): its value is baked in.
         self._check_device(x.device, "a tensor created outside the graph's modules")
-        base = f"{self.scope}-FreeEagerTensor" if self.scope else "FreeEagerTensor"
+        base = f"{self.current_scope}-FreeEagerTensor" if self.current_scope else "FreeEagerTensor"
         node = self.graph.add(Node(f"{base}-{len(self._keep_alive)}", CONSTANT, x.shape, x.dtype, x.device,
-                                   value=x.array, phase=self.phase, scope=self.scope))
+                                   value=x.array, phase=self.phase, scope=self.current_scope))
         lazy = lazy_tensor(node)
         self._lazy_of[id(x)] = lazy
         self._keep_alive.append(x)
@@ -151,7 +164,7 @@ class Tracer:
 
     def constant(self, array: Any, device: backend.Device, name: str = "constant") -> Tensor:
         node = self.graph.add(Node(name, CONSTANT, array.shape, backend.dtype_of(array), device, value=array,
-                                   phase=self.phase, scope=self.scope))
+                                   phase=self.phase, scope=self.current_scope))
         self._notify(node)
         return lazy_tensor(node)
 
@@ -180,7 +193,7 @@ class Tracer:
             # A backward node belongs to the module of the forward op it differentiates.
             scope, source = self._grad_of.scope, f"grad of {self._grad_of.name}"
         else:
-            scope, source = self.scope, user_source()
+            scope, source = self.current_scope, user_source()
         try:
             shape, dtype = op.infer(*args, **attrs)
         except ShapeError as error:
@@ -205,31 +218,42 @@ class Tracer:
         dtype = backend.to_dtype(dtype) if dtype is not None else t.dtype
         device = t.device
         array = device.xp.full(tuple(t.shape), value, dtype=dtype.array_dtype)
-        return self.constant(array, device, name=f"{self.scope}-constant" if self.scope else "constant")
+        return self.constant(array, device, name=f"{self.current_scope}-constant" if self.current_scope else "constant")
 
     def detach(self, t: Tensor) -> Tensor:
         return lazy_tensor(t.node)
 
     def assign(self, target: Tensor, value: Any) -> Tensor:
-        """``target.copy_(value)`` while tracing: the new value of a state, recorded as an update."""
+        """``target.copy_(value)`` while tracing: a state's new value is recorded as its update; any other
+        tensor simply stands for ``value`` from now on."""
         lazy_target = self.lazy(target)
+        if lazy_target.node.kind == STATE:
+            self.update(target, value)
+        else:
+            lazy_target.node = self._fit(value, lazy_target).node
+        return target
+
+    def update(self, state: Tensor | str, value: Any) -> None:
+        """Record the value ``state`` (an eager state tensor, or its state name) holds after the step: the
+        plan writes it back into the eager tensor after every run. Later reads in this trace see it."""
+        tensor = self.state_tensors[state] if isinstance(state, str) else state
+        value = self._fit(value, self.lazy(tensor))
+        self.graph.updates[self._state_name[id(tensor)]] = value.node
+        self._lazy_of[id(tensor)] = lazy_tensor(value.node)
+
+    def _fit(self, value: Any, like: Tensor) -> Tensor:
+        """``value`` (a tensor or a number) as a lazy tensor of ``like``'s dtype and shape, as copy_ casts
+        and broadcasts it."""
         if not isinstance(value, Tensor):
-            value = self.constant(target.device.xp.full(tuple(target.shape), value,
-                                                        dtype=target.dtype.array_dtype), target.device)
+            value = self.constant(like.device.xp.full(tuple(like.shape), value, dtype=like.dtype.array_dtype),
+                                  like.device)
         value = self.lazy(value)
         with autograd.no_grad():
-            if value.dtype is not lazy_target.dtype:
-                value = value.to(lazy_target.dtype)
-            if tuple(value.shape) != tuple(lazy_target.shape):
-                value = value.expand(*lazy_target.shape)
-        node = lazy_target.node
-        if node.kind == STATE:
-            self.graph.updates[node.state_name] = value.node
-            # Later reads of this state in the same trace see the new value.
-            self._lazy_of[id(target)] = lazy_tensor(value.node)
-        else:
-            lazy_target.node = value.node
-        return target
+            if value.dtype is not like.dtype:
+                value = value.to(like.dtype)
+            if tuple(value.shape) != tuple(like.shape):
+                value = value.expand(*like.shape)
+        return value
 
     # ------------------------------------------------------------------------------ modules
 
@@ -239,11 +263,8 @@ class Tracer:
             return module.forward(*args, **kwargs)
         if self.on_module_call is not None:
             self.on_module_call("enter", path, module, args)
-        self.scopes.append(path)
-        try:
+        with self.scope(path):
             result = module.forward(*args, **kwargs)
-        finally:
-            self.scopes.pop()
         if self.on_module_call is not None:
             self.on_module_call("exit", path, module, result)
         return result
