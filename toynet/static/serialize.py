@@ -20,7 +20,7 @@ from typing import Any
 from .. import backend, serialization
 from ..ops import OPS
 from ..tensor import Tensor
-from .arguments import rebuild_output
+from .arguments import unflatten
 from .compile import Plan
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from .passes import optimize
@@ -199,7 +199,7 @@ class DeployedGraph:
                              f"without the model's code; got ({have})")
         device = self.plan.device
         outputs = self.plan.run([t.to(device).array for t in inputs], [t.array for t in self._state_list])
-        return rebuild_output(self.traced.output_structure, iter([Tensor.wrap(a, device) for a in outputs]))
+        return unflatten(self.traced.output_structure, iter([Tensor.wrap(a, device) for a in outputs]))
 
     def __repr__(self) -> str:
         return f"DeployedGraph({self.class_name or self.name}):\n{self.ir.format()}"

@@ -14,6 +14,11 @@ every op to :meth:`Tracer.apply` instead of computing it. The tracer
 
 Python control flow runs once, at trace time: ``if`` and ``for`` over *shapes* are fine, but code that
 needs a tensor's *values* (``.item()``, ``if loss > 0:``) cannot be traced and says why.
+
+:func:`trace_step` traces one whole step with a Tracer: the call's inputs, ``build`` (forward, and the
+backward ops ``loss.backward()`` appends), its outputs, then the optimizer's updates, which the caller
+records through :meth:`Tracer.update` and :meth:`Tracer.scope`. ``nn.Graph`` calls it, then optimises
+the traced graph (toynet.static.passes) and compiles it into a plan (toynet.static.compile).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from .. import autograd, backend, mode
 from ..autograd import GradFn
 from ..ops import OPS, ShapeError
 from ..tensor import Tensor
+from .arguments import flatten, unflatten
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,10 +57,6 @@ def user_source(max_frames: int = 1) -> str:
     return " <- ".join(found)
 
 
-def lazy_tensor(node: Node, requires_grad: bool = False) -> Tensor:
-    return Tensor.lazy(node, requires_grad)
-
-
 class StateInfo:
     """An eager tensor the graph reads and may update: its name in ``graph.state_dict()`` and its kind."""
 
@@ -73,15 +75,18 @@ class Tracer:
         module_paths: ``id(module) -> "model.features.0"``, to name ops by the module they ran in.
         on_module_call: told ``(phase, path, module, values)`` with phase "enter"/"exit" (for print(graph)).
         log_op: told about every op node added (``graph.debug(2)`` prints them).
+        allow_backward: may ``build`` call ``loss.backward()`` (only a graph with an optimizer trains)?
     """
 
     def __init__(self, graph: Graph, states: dict[int, StateInfo], module_paths: dict[int, str],
-                 on_module_call: Callable | None = None, log_op: Callable | None = None):
+                 on_module_call: Callable | None = None, log_op: Callable | None = None,
+                 allow_backward: bool = False):
         self.graph = graph
         self.states = states
         self.module_paths = module_paths
         self.on_module_call = on_module_call
         self.log_op = log_op
+        self.allow_backward = allow_backward
         self.phase = FORWARD
         self.scopes: list[str] = []
         self.op_count = 0
@@ -91,7 +96,6 @@ class Tracer:
         #: State name -> the eager tensor that holds its value between calls.
         self.state_tensors: dict[str, Tensor] = {}
         self._state_name: dict[int, str] = {}        # id(eager state tensor) -> its state name
-        self.allow_backward = False
         self._node_of_fn: dict[int, Node] = {}   # id(GradFn) -> the forward node it differentiates
         self._grad_of: Node | None = None         # while backward runs: the node whose vjp is emitting
 
@@ -124,7 +128,7 @@ class Tracer:
         node = self.graph.add(Node(name, INPUT, value.shape, value.dtype, value.device))
         self.graph.inputs.append(node)
         self._notify(node)
-        return lazy_tensor(node)
+        return Tensor.lazy(node)
 
     def add_state(self, name: str, kind: str, tensor: Tensor) -> Tensor:
         """Make (once) the lazy stand-in of an eager state tensor."""
@@ -133,7 +137,7 @@ class Tracer:
             self._check_device(tensor.device, f"{kind} {name}")
             node = self.graph.add(Node(name, STATE, tensor.shape, tensor.dtype, tensor.device,
                                        state_name=name, state_kind=kind, requires_grad=tensor.requires_grad))
-            lazy = lazy_tensor(node, requires_grad=tensor.requires_grad)
+            lazy = Tensor.lazy(node, requires_grad=tensor.requires_grad)
             self._lazy_of[id(tensor)] = lazy
             self._keep_alive.append(tensor)
             self.state_tensors[name] = tensor
@@ -156,7 +160,7 @@ class Tracer:
         base = f"{self.current_scope}-FreeEagerTensor" if self.current_scope else "FreeEagerTensor"
         node = self.graph.add(Node(f"{base}-{len(self._keep_alive)}", CONSTANT, x.shape, x.dtype, x.device,
                                    value=x.array, phase=self.phase, scope=self.current_scope))
-        lazy = lazy_tensor(node)
+        lazy = Tensor.lazy(node)
         self._lazy_of[id(x)] = lazy
         self._keep_alive.append(x)
         self._notify(node)
@@ -166,7 +170,7 @@ class Tracer:
         node = self.graph.add(Node(name, CONSTANT, array.shape, backend.dtype_of(array), device, value=array,
                                    phase=self.phase, scope=self.current_scope))
         self._notify(node)
-        return lazy_tensor(node)
+        return Tensor.lazy(node)
 
     def _notify(self, node: Node) -> None:
         for observer in mode.node_observers:
@@ -204,7 +208,7 @@ class Tracer:
         node = self.graph.add(Node(base, OP, shape, dtype, device, op=op,
                                    inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
                                    attrs=attrs, phase=self.phase, scope=scope, source=source))
-        result = lazy_tensor(node)
+        result = Tensor.lazy(node)
         if requires_grad and mode.grad_enabled:
             result.requires_grad = True
             result.grad_fn = GradFn(op, tuple(args), attrs, result._weakref() if op.saves_output else None)
@@ -221,7 +225,7 @@ class Tracer:
         return self.constant(array, device, name=f"{self.current_scope}-constant" if self.current_scope else "constant")
 
     def detach(self, t: Tensor) -> Tensor:
-        return lazy_tensor(t.node)
+        return Tensor.lazy(t.node)
 
     def assign(self, target: Tensor, value: Any) -> Tensor:
         """``target.copy_(value)`` while tracing: a state's new value is recorded as its update; any other
@@ -239,7 +243,7 @@ class Tracer:
         tensor = self.state_tensors[state] if isinstance(state, str) else state
         value = self._fit(value, self.lazy(tensor))
         self.graph.updates[self._state_name[id(tensor)]] = value.node
-        self._lazy_of[id(tensor)] = lazy_tensor(value.node)
+        self._lazy_of[id(tensor)] = Tensor.lazy(value.node)
 
     def _fit(self, value: Any, like: Tensor) -> Tensor:
         """``value`` (a tensor or a number) as a lazy tensor of ``like``'s dtype and shape, as copy_ casts
@@ -307,8 +311,66 @@ class Tracer:
                 grads[info.name] = lazy.grad
         return grads
 
-    def begin_optimizer(self) -> None:
-        self.phase = OPTIMIZER
 
 
-__all__ = ["Tracer", "StateInfo", "lazy_tensor", "user_source", "OPS"]
+# ------------------------------------------------------------------------------------ one step
+
+
+def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict[int, StateInfo],
+               module_paths: dict[int, str], *, updates: Callable[[Tracer], None] | None = None,
+               on_input: Callable | None = None, on_output: Callable | None = None,
+               on_module_call: Callable | None = None, log_op: Callable | None = None) -> tuple[Graph, dict]:
+    """Trace one call of ``build`` into a new static graph named ``name``: its forward ops, the backward
+    ops ``loss.backward()`` appends and, if ``updates`` is given, the optimizer's update ops.
+
+    Args:
+        leaves, spec: the call's arguments, flattened by :func:`toynet.static.arguments.flatten`.
+        states, module_paths, on_module_call, log_op: as for :class:`Tracer`.
+        updates: ``updates(tracer)`` records each state's new value after backward (with
+            :meth:`Tracer.update`, under :meth:`Tracer.scope`); only a graph given one may call backward.
+        on_input, on_output: told ``(name, value)`` for each graph input and output (for print(graph)).
+
+    Returns the traced graph and its state: state name -> the eager tensor holding it between calls.
+    """
+    graph = Graph(name)
+    tracer = Tracer(graph, states, module_paths, on_module_call=on_module_call, log_op=log_op,
+                    allow_backward=updates is not None)
+    previous = mode.set_tracer(tracer)
+    try:
+        args, kwargs = unflatten(spec, iter(_inputs(tracer, leaves, on_input)))
+        with autograd.enable_grad():
+            result = build(*args, **kwargs)
+        outputs, graph.output_structure = flatten(result)
+        for i, out in enumerate(o for o in outputs if isinstance(o, Tensor)):
+            lazy = tracer.lazy(out)
+            graph.outputs.append(lazy.node)
+            if on_output is not None:
+                on_output(f"_{name}-output_{i}", lazy)
+        if updates is not None:
+            tracer.phase = OPTIMIZER
+            with autograd.no_grad():
+                updates(tracer)
+    finally:
+        mode.set_tracer(previous)
+    return graph, dict(tracer.state_tensors)
+
+
+def _inputs(tracer: Tracer, leaves: list, on_input: Callable | None) -> list[Tensor]:
+    """A graph input ``_<graph>-input_<i>`` for each tensor of the call. Other values reach ``build`` as
+    they are; those that are not plain numbers, strings or None are numbered too (OneFlow warns of them)."""
+    lazy, index = [], 0
+    for value in leaves:
+        if value is None or isinstance(value, (int, float, str, bool)):
+            continue
+        name = f"_{tracer.graph.name}-input_{index}"
+        index += 1
+        if isinstance(value, Tensor):
+            if value.is_lazy:
+                raise RuntimeError("a lazy tensor was passed into an nn.Graph call; graphs cannot be nested")
+            lazy.append(tracer.add_input(name, value))
+        if on_input is not None:
+            on_input(name, value)
+    return lazy
+
+
+__all__ = ["Tracer", "StateInfo", "trace_step", "user_source", "OPS"]
