@@ -211,7 +211,10 @@ class Graph(GraphStateMixin):
 
     def _toynet_save_(self, path: Any) -> None:
         """``toynet.save(graph, dir)``: export the compiled forward graph and its state for deployment."""
-        save_graph(self, path)
+        if self._last is None:
+            raise RuntimeError("graph must be compiled first: call it once (e.g. on example inputs) before "
+                               "toynet.save(graph, path)")
+        save_graph(path, self._last.traced, self._last.states, type(self).__name__)
 
     # ------------------------------------------------------------------------------ debug
 

@@ -162,16 +162,11 @@ def decode_graph(data: dict, arrays: dict, device: backend.Device) -> tuple[Grap
 # ------------------------------------------------------------------------------------ save / load
 
 
-def save_graph(nn_graph: Any, path: Any) -> None:
-    """What ``toynet.save(graph, path)`` does for an nn.Graph: export its forward graph and state."""
-    compiled = nn_graph._last
-    if compiled is None:
-        raise RuntimeError("graph must be compiled first: call it once (e.g. on example inputs) before "
-                           "toynet.save(graph, path)")
-    graph = forward_graph(compiled.traced)
-    structure, arrays = encode_graph(graph, compiled.states)
-    serialization.write_checkpoint(path, {"kind": KIND, "class": type(nn_graph).__name__,
-                                          "graph": structure}, arrays)
+def save_graph(path: Any, traced: Graph, states: dict[str, Tensor], class_name: str = "") -> None:
+    """What ``toynet.save(graph, path)`` does for an nn.Graph: export the forward part of its traced graph
+    and the state it reads (state name -> eager tensor)."""
+    structure, arrays = encode_graph(forward_graph(traced), states)
+    serialization.write_checkpoint(path, {"kind": KIND, "class": class_name, "graph": structure}, arrays)
 
 
 class DeployedGraph:
