@@ -209,6 +209,27 @@ def test_training_graph_updates_batchnorm_statistics_like_eager_without_an_optim
         np.testing.assert_allclose(value.numpy(), eager.state_dict()[key].numpy(), rtol=1e-6, err_msg=key)
 
 
+class TwiceGraph(nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def build(self, a, b):
+        return self.model(a) + self.model(b)
+
+
+def test_a_module_called_twice_in_build_updates_its_buffers_twice_like_eager():
+    """The second call's running statistics are the state's update, not lost behind the first's."""
+    flow.manual_seed(5)
+    eager, lazy = nn.BatchNorm1d(3), nn.BatchNorm1d(3)
+    a, b = flow.randn(8, 3), flow.randn(8, 3) * 3 + 1
+    with flow.no_grad():
+        want = eager(a) + eager(b)
+    np.testing.assert_allclose(TwiceGraph(lazy)(a, b).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    for key, value in lazy.state_dict().items():
+        np.testing.assert_allclose(value.numpy(), eager.state_dict()[key].numpy(), rtol=1e-6, err_msg=key)
+
+
 # --------------------------------------------------------------------------------- input shapes
 
 

@@ -231,7 +231,9 @@ class Tracer:
         """``target.copy_(value)`` while tracing: a state's new value is recorded as its update; any other
         tensor simply stands for ``value`` from now on."""
         lazy_target = self.lazy(target)
-        if lazy_target.node.kind == STATE:
+        # Asked of the eager tensor, not of its stand-in's node: after a first update the stand-in holds
+        # the new value, and a second copy_ (a module called twice) must still update the state.
+        if id(target) in self._state_name:
             self.update(target, value)
         else:
             lazy_target.node = self._fit(value, lazy_target).node
