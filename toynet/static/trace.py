@@ -314,7 +314,6 @@ class Tracer:
         return grads
 
 
-
 # ------------------------------------------------------------------------------------ one step
 
 
@@ -350,6 +349,7 @@ def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict
         args, kwargs = unflatten(spec, iter(_inputs(tracer, leaves, on_input)))
         with autograd.enable_grad():
             result = build(*args, **kwargs)
+        # Each tensor of build()'s result is a graph output; the spec rebuilds the result around them.
         outputs, graph.output_structure = flatten(result)
         for i, out in enumerate(o for o in outputs if isinstance(o, Tensor)):
             lazy = tracer.lazy(out)
