@@ -11,6 +11,8 @@ from graphs import InferenceGraph, TrainGraph
 
 import toynet as flow
 from toynet import nn
+from toynet.static.arguments import flatten, signature, unflatten
+from toynet.static.trace import StateInfo, trace_step
 
 # ------------------------------------------------------------------------------ the seeds' examples
 
@@ -203,6 +205,27 @@ def test_training_graph_updates_batchnorm_statistics_like_eager_without_an_optim
         with flow.no_grad():
             want = eager(x)
         np.testing.assert_allclose(graph(x).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    for key, value in lazy.state_dict().items():
+        np.testing.assert_allclose(value.numpy(), eager.state_dict()[key].numpy(), rtol=1e-6, err_msg=key)
+
+
+class TwiceGraph(nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def build(self, a, b):
+        return self.model(a) + self.model(b)
+
+
+def test_a_module_called_twice_in_build_updates_its_buffers_twice_like_eager():
+    """The second call's running statistics are the state's update, not lost behind the first's."""
+    flow.manual_seed(5)
+    eager, lazy = nn.BatchNorm1d(3), nn.BatchNorm1d(3)
+    a, b = flow.randn(8, 3), flow.randn(8, 3) * 3 + 1
+    with flow.no_grad():
+        want = eager(a) + eager(b)
+    np.testing.assert_allclose(TwiceGraph(lazy)(a, b).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
     for key, value in lazy.state_dict().items():
         np.testing.assert_allclose(value.numpy(), eager.state_dict()[key].numpy(), rtol=1e-6, err_msg=key)
 
@@ -656,3 +679,82 @@ def test_a_training_graph_leaves_eager_gradients_alone_and_returns_plain_tensors
     # The module still trains eagerly afterwards.
     (model(flow.ones(1, 2)).sum()).backward()
     np.testing.assert_allclose(model.weight.grad.numpy(), np.ones((2, 2)), rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------ nested call arguments
+
+
+def test_flatten_and_unflatten_nested_arguments():
+    x, y = flow.ones(2), flow.zeros(3)
+    value = ((x, [y, 3]), {"k": "s", "none": None, "t": x})
+    leaves, spec = flatten(value)
+    assert leaves == [x, y, 3, "s", None, x]
+    x2, y2 = flow.ones(2), flow.zeros(3)
+    assert unflatten(spec, iter([x2, y2, x2])) == ((x2, [y2, 3]), {"k": "s", "none": None, "t": x2})
+    # The signature tells plans apart by nesting, values and tensor metadata, not by tensor identity.
+    assert signature(leaves, spec) == signature(*flatten(((x2, [y2, 3]), {"k": "s", "none": None, "t": x2})))
+    assert signature(leaves, spec) != signature(*flatten(((x, (y, 3)), {"k": "s", "none": None, "t": x})))
+    assert signature(leaves, spec) != signature(*flatten(((x, [flow.zeros(4), 3]), {"k": "s", "none": None,
+                                                                                   "t": x})))
+    hash(signature(*flatten((np.zeros(2), {1, 2}))))  # unhashable values: compared by their repr
+
+
+class NestedGraph(nn.Graph):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def build(self, pair, scale=1.0, extra=None):
+        a, b = pair
+        out = self.model(a) * scale + self.model(b)
+        return {"out": out, "inputs": [a, (b, "tag")], "scale": scale}
+
+
+def test_nested_arguments_and_results_pass_through_a_graph(tmp_path, capsys):
+    model = nn.Linear(3, 2)
+    graph = NestedGraph(model)
+    graph.debug(1)
+    a, b = flow.randn(4, 3), flow.randn(4, 3)
+    result = graph((a, b), scale=2.0, extra=np.zeros(1))
+    printed = capsys.readouterr().out
+    assert "(INPUT:_NestedGraph_0-input_1:tensor(..., size=(4, 3)" in printed
+    assert "[WARNING](INPUT:_NestedGraph_0-input_2:<class 'numpy.ndarray'>)" in printed
+    assert sorted(result) == ["inputs", "out", "scale"] and result["scale"] == 2.0
+    assert isinstance(result["inputs"], list) and result["inputs"][1][1] == "tag"
+    np.testing.assert_allclose(result["out"].numpy(), (model(a) * 2.0 + model(b)).numpy(), rtol=1e-5)
+    np.testing.assert_array_equal(result["inputs"][1][0].numpy(), b.numpy())
+    # New tensors of the same shapes reuse the plan; a list instead of a tuple or a new value compiles anew.
+    graph.debug(-1)
+    graph((flow.randn(4, 3), flow.randn(4, 3)), scale=2.0, extra=np.zeros(1))
+    assert len(graph._compiled) == 1
+    graph([a, b], scale=2.0, extra=np.zeros(1))
+    graph((a, b), scale=3.0)
+    assert len(graph._compiled) == 3
+    # A deployed graph rebuilds the same nesting.
+    graph((a, b), scale=2.0)
+    flow.save(graph, tmp_path / "nested")
+    deployed = flow.load(tmp_path / "nested")(a, b)
+    assert deployed["scale"] == 2.0 and deployed["inputs"][1][1] == "tag"
+    np.testing.assert_allclose(deployed["out"].numpy(), result["out"].numpy(), rtol=1e-5)
+
+
+def test_trace_step_records_updates_through_tracer_scope_and_update():
+    """The static engine's own entry point: nn.Graph is one caller of trace_step, this test another."""
+    weight, counter = flow.ones(3), flow.zeros(1)
+
+    def build(x):
+        return (x * weight).sum()
+
+    def updates(tracer):
+        with tracer.scope("count"):
+            tracer.update(counter, tracer.add_state("count", "system", counter) + 1)
+        tracer.update("w", 0.5)  # by state name; a number is broadcast as copy_ does
+
+    seen = []
+    states = {id(weight): StateInfo("w", "buffer", weight)}
+    graph, states = trace_step("G", build, *flatten(((flow.ones(3),), {})), states, {}, updates=updates,
+                               on_input=lambda name, v: seen.append(name), on_output=lambda name, v: seen.append(name))
+    assert seen == ["_G-input_0", "_G-output_0"]
+    assert states == {"w": weight, "count": counter}
+    assert sorted(graph.updates) == ["count", "w"]
+    assert graph.updates["count"].name.startswith("count-") and graph.updates["count"].phase == "optimizer"

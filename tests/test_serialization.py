@@ -255,3 +255,25 @@ def test_save_and_load_hooks_for_other_kinds(tmp_path):
     assert (tmp_path / "exported" / "README.txt").read_bytes() == b"an exported model"
     back = flow.load(tmp_path / "exported")
     assert isinstance(back, Exported) and back.weight.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_serialization_imports_no_higher_layer():
+    """serialization sits with tensor, below static and nn: it must not import nn (nn.Parameter registers
+    itself with register_tensor_class instead), or static.serialize would reach nn through it."""
+    import ast
+    import pathlib
+
+    package = pathlib.Path(flow.__file__).parent
+    for path in [package / "serialization.py", *sorted((package / "static").rglob("*.py"))]:
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = module.split(".")[:len(module.split(".")) - node.level] if node.level else []
+                names = [".".join(base + ([node.module] if node.module else []) + [a.name]) for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith(("toynet.nn", "toynet.optim", "toynet.vision", "toynet.viz")), \
+                    f"{path.name} imports {name}, a higher layer"

@@ -6,7 +6,6 @@ the device, so the same seed gives the same numbers on every device.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 from . import backend
@@ -115,8 +114,4 @@ def linspace(start: float, end: float, steps: int, dtype: Any = None, device: An
 
 def is_tensor(obj: Any) -> bool:
     return isinstance(obj, Tensor)
-
-
-def is_number(obj: Any) -> bool:
-    return isinstance(obj, numbers.Number)
 

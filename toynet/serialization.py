@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 from . import backend
-from .nn.parameter import Parameter
 from .tensor import Tensor
 
 host = backend.host  # checkpoints are host data
@@ -123,6 +122,17 @@ register_loader("state_dict", lambda checkpoint, map_location: decode(
     _field(checkpoint.structure, "root", "structure.json"), checkpoint.arrays, map_location))
 
 
+#: Tensor subclasses that round-trip, by the flag that marks them in a tensor's node: ``nn.Parameter``
+#: registers itself as ``"parameter"`` (this module sits below ``nn``, so it cannot import it).
+_TENSOR_CLASSES: dict[str, type] = {}
+
+
+def register_tensor_class(flag: str, cls: type) -> None:
+    """Save tensors of the subclass ``cls`` with ``flag: true`` in their node, and load such a node as
+    ``cls(tensor, requires_grad=...)``."""
+    _TENSOR_CLASSES[flag] = cls
+
+
 # ------------------------------------------------------------------------------ object <-> JSON
 
 
@@ -147,8 +157,9 @@ def encode(obj: Any) -> tuple[dict, dict[str, Any]]:
                 raise TypeError(f"cannot save {where}: it is a lazy tensor from inside nn.Graph.build(), "
                                 f"which has no data yet")
             node = array_node("tensor", value.numpy(), value)
-            node.update(device=str(value.device), requires_grad=bool(value.requires_grad),
-                        parameter=isinstance(value, Parameter))
+            node.update(device=str(value.device), requires_grad=bool(value.requires_grad))
+            for flag, cls in _TENSOR_CLASSES.items():
+                node[flag] = isinstance(value, cls)
             return node
         if isinstance(value, host.ndarray):
             if value.dtype.kind not in "biuf":
@@ -256,8 +267,9 @@ def _tensor(array: Any, node: dict, where: str, map_location: Any) -> Tensor:
         raise RuntimeError(f"cannot load {where} onto device {target!r} ({error}); pass map_location='cpu' "
                            f"to toynet.load to load it elsewhere") from error
     tensor = Tensor.wrap(data, device)
-    if node.get("parameter"):
-        return Parameter(tensor, requires_grad=bool(node.get("requires_grad", True)))
+    for flag, cls in _TENSOR_CLASSES.items():
+        if node.get(flag):
+            return cls(tensor, requires_grad=bool(node.get("requires_grad", True)))
     if node.get("requires_grad") and tensor.dtype.is_floating_point:
         tensor.requires_grad_(True)
     return tensor

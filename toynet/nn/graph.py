@@ -18,11 +18,17 @@ call the object::
     graph = LinearTrainGraph()
     loss = graph(xx, y)          # first call: trace, differentiate, optimise, compile; then run
 
-The first call with given input shapes *compiles*: ``build`` runs once on lazy tensors
-(toynet.static.trace), ``loss.backward()`` appends the backward nodes, the optimizer appends its update
-nodes, the passes optimise the graph (toynet.static.passes) and the compiler turns it into a plan
-(toynet.static.compile). Every call runs the plan. A call with new input shapes compiles again (cached
-per shape) instead of failing as OneFlow does.
+This module is the facade: OneFlow's API, config and printouts over toynet's static engine. A call
+reads as the engine's stages, each in its own module::
+
+    __call__     flatten the arguments; find the plan compiled for their signature  (static.arguments)
+    _compile     trace_step: build on lazy tensors, loss.backward(), the updates   (static.trace, graph_train)
+                 optimize: the passes rewrite the traced graph                      (static.passes)
+                 Plan: the optimised graph becomes generated code                   (static.compile)
+    _run         plan.run on the input and state arrays; rebuild build()'s result   (static.arguments)
+
+So the first call with given input shapes compiles and every call runs the plan. A call with new input
+shapes compiles again (cached per signature) instead of failing as OneFlow does.
 
 ``graph.model`` is the very module you assigned (toynet needs no proxy objects), so
 ``graph.model.state_dict()`` works and gives the module's own state dict.
@@ -34,18 +40,19 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from .. import autograd, backend, mode
-from ..mode import set_tracer
-from ..static.arguments import flatten_output, rebuild_output, signature, tensors_in
+from .. import backend, mode
+from ..optim.optimizer import Optimizer
+from ..static.arguments import TENSOR, flatten, signature, unflatten
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
 from ..static.passes import PASS_NAMES, optimize
 from ..static.serialize import save_graph
-from ..static.trace import StateInfo, Tracer
+from ..static.trace import StateInfo, trace_step
 from ..tensor import Tensor
 from .graph_debug import DebugPrinter
-from .graph_outline import OutlineRecorder, build_outline, tensor_entry, value_entry
+from .graph_outline import OutlineRecorder, build_outline
 from .graph_state import GraphStateMixin
+from .graph_train import OptimizerBinding, trace_updates
 from .module import Module
 
 
@@ -67,24 +74,6 @@ class GraphConfig:
 
     def __repr__(self) -> str:
         return f"GraphConfig(training={self.training}, )"
-
-
-class OptimizerBinding:
-    """An optimizer added to a graph, its learning-rate scheduler, and the 0-d tensors that feed the
-    current learning rate of each parameter group into the compiled plan."""
-
-    def __init__(self, optimizer: Any, lr_scheduler: Any = None):
-        self.optimizer = optimizer
-        self.lr_scheduler = lr_scheduler
-        self.lr_tensors: list[Tensor] = []
-        self._fed: list = []   # the learning rates last copied into lr_tensors
-
-    def feed_learning_rates(self) -> None:
-        """Copy each group's current ``lr`` (a scheduler may have changed it) into the plan's input."""
-        for i, (group, tensor) in enumerate(zip(self.optimizer.param_groups, self.lr_tensors)):
-            if self._fed[i] != group["lr"]:
-                tensor.array[...] = group["lr"]
-                self._fed[i] = group["lr"]
 
 
 class CompiledGraph:
@@ -152,7 +141,6 @@ class Graph(GraphStateMixin):
                                  "in subclass of nn.Graph before assigning any attribute.")
 
     def __setattr__(self, name: str, value: Any) -> None:
-        from ..optim.optimizer import Optimizer
         if isinstance(value, (Module, Optimizer, Tensor)):
             self._check_initialized()
         if isinstance(value, Module):
@@ -198,7 +186,6 @@ class Graph(GraphStateMixin):
 
     def add_optimizer(self, optim: Any, *, lr_sch: Any = None, is_sparse: bool = False) -> None:
         """Train with ``optim``: each call of the graph then runs one whole training step."""
-        from ..optim.optimizer import Optimizer
         self._check_initialized()
         if optim is None:
             raise AssertionError("optimizer cannot be None")
@@ -224,7 +211,10 @@ class Graph(GraphStateMixin):
 
     def _toynet_save_(self, path: Any) -> None:
         """``toynet.save(graph, dir)``: export the compiled forward graph and its state for deployment."""
-        save_graph(self, path)
+        if self._last is None:
+            raise RuntimeError("graph must be compiled first: call it once (e.g. on example inputs) before "
+                               "toynet.save(graph, path)")
+        save_graph(path, self._last.traced, self._last.states, type(self).__name__)
 
     # ------------------------------------------------------------------------------ debug
 
@@ -281,14 +271,14 @@ class Graph(GraphStateMixin):
         if same is not None:
             compiled, inputs = same
         else:
-            key = signature(args, kwargs)
+            leaves, spec = flatten((args, kwargs))  # the one walk over the call's nested arguments
+            key = signature(leaves, spec)
             compiled = self._compiled.get(key)
             if compiled is None:
                 if self._compiled:
                     self._debug.log(1, f"{self._debug.tag} got a new input shape, is compiling a new graph.")
-                compiled = self._compile(args, kwargs, key)
-                self._compiled[key] = compiled
-            inputs = [t.array for t in tensors_in((args, kwargs))]
+                compiled = self._compiled[key] = self._compile(leaves, spec, key)
+            inputs = [t.array for t in leaves if isinstance(t, Tensor)]
             flat = not kwargs and all(type(a) is Tensor for a in args)
             self.__dict__["_last_call"] = (compiled, args, inputs) if flat else None
         self.__dict__["_last"] = compiled
@@ -300,7 +290,8 @@ class Graph(GraphStateMixin):
 
     def _same_call(self, args: tuple, kwargs: dict) -> "tuple[CompiledGraph, list] | None":
         """The previous call's plan and input arrays if this call passes the very same tensors holding the
-        very same arrays (a training loop over fixed data): then nothing about the inputs can have changed."""
+        very same arrays (a training loop over fixed data): then nothing about the inputs can have changed,
+        and the call skips flattening and the signature."""
         last = self.__dict__.get("_last_call")
         if last is None or kwargs or len(args) != len(last[1]):
             return None
@@ -310,22 +301,52 @@ class Graph(GraphStateMixin):
                 return None
         return compiled, arrays
 
+    def _compile(self, leaves: list, spec: Any, key: Any) -> CompiledGraph:
+        """Trace one step, optimise the traced graph, compile it into a plan (debug() prints each stage)."""
+        start = time.perf_counter()
+        debug, record = self._debug, OutlineRecorder(self._name)
+        debug.log(0, f"{debug.tag} start building graph.")
+        # A training graph's step ends with its optimizers' updates (toynet.nn.graph_train).
+        updates = ((lambda tracer: trace_updates(tracer, self._optimizers, self._train_step_tensor))
+                   if self._optimizers else None)
+        try:
+            traced, states = trace_step(self._name, self.build, leaves, spec, self._states(), self._module_paths(),
+                                        updates=updates, **debug.trace_hooks(record))
+        except Exception:
+            print(f"[ERROR]{debug.tag} building graph got error.")
+            raise
+        debug.log(0, f"{debug.tag} end building graph.")
+        debug.log(0, f"{debug.tag} building graph Done! Cost time: {round(time.perf_counter() - start, 2)}s.\n")
+        compile_start = time.perf_counter()
+        debug.log(0, f"{debug.tag} start compiling plan and init graph runtime.")
+        try:
+            optimized, reports = optimize(traced, self.config.disabled_passes, on_pass=debug.pass_logger())
+            plan = Plan(optimized)
+        except Exception:
+            print(f"[ERROR]{debug.tag} building plan got error.")
+            raise
+        debug.log(0, f"{debug.tag} end compiling plan and init graph rumtime.")
+        debug.log(0, f"{debug.tag} compiling plan Done! Cost time: "
+                     f"{round(time.perf_counter() - compile_start, 2)}s.\n")
+        return CompiledGraph(key, traced, optimized, reports, plan, states, record, time.perf_counter() - start)
+
     def _run(self, compiled: CompiledGraph, inputs: list) -> Any:
         for binding in self._optimizers:
             binding.feed_learning_rates()
         outputs = compiled.plan.run(inputs, [t.array for t in compiled.state_tensors])
         device = compiled.plan.device
-        structure = compiled.traced.output_structure
-        if structure == ("T",):  # build() returned one tensor: the common case, without the tree walk
+        spec = compiled.traced.output_structure
+        if spec == TENSOR:  # build() returned one tensor: the common case, without the tree walk
             result = Tensor.wrap(outputs[0], device)
         else:
-            result = rebuild_output(structure, iter([Tensor.wrap(a, device) for a in outputs]))
+            result = unflatten(spec, iter([Tensor.wrap(a, device) for a in outputs]))
         for binding in self._optimizers:
             if binding.lr_scheduler is not None:
                 binding.lr_scheduler.step()
         return result
 
     def _states(self) -> dict[int, StateInfo]:
+        """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads)."""
         states: dict[int, StateInfo] = {}
         for name, module in self._modules.items():
             for pname, p in module.named_parameters(prefix=name):
@@ -334,125 +355,16 @@ class Graph(GraphStateMixin):
                 states.setdefault(id(b), StateInfo(bname, "buffer", b))
         return states
 
-    def _compile(self, args: tuple, kwargs: dict, key: Any) -> CompiledGraph:
-        start = time.perf_counter()
-        debug = self._debug
-        debug.log(0, f"{debug.tag} start building graph.")
-        graph = StaticGraph(self._name)
-        record = OutlineRecorder(self._name)
-        module_paths = {}
+    def _module_paths(self) -> dict[int, str]:
+        """id -> path (``model.features.0``) of every module, to name the ops traced inside it."""
+        paths: dict[int, str] = {}
         for name, module in self._modules.items():
             for path, m in module.named_modules(prefix=name):
-                module_paths.setdefault(id(m), path)
-        tracer = Tracer(graph, self._states(), module_paths, on_module_call=debug.module_call_logger(record),
-                        log_op=debug.op_logger())
-        tracer.allow_backward = bool(self._optimizers)
-        previous = set_tracer(tracer)
-        try:
-            lazy_args, lazy_kwargs = _to_lazy((args, kwargs), tracer, f"_{self._name}-input", record.graph_inputs)
-            for entry in record.graph_inputs:
-                debug.log(1, entry.header())
-            with autograd.enable_grad():
-                result = self.build(*lazy_args, **lazy_kwargs)
-            flat_out, structure = flatten_output(result)
-            graph.output_structure = structure
-            for i, out in enumerate(flat_out):
-                lazy = tracer.lazy(out)
-                graph.outputs.append(lazy.node)
-                entry = record.io_entries("OUTPUT", f"_{self._name}", [lazy])[0]
-                entry.name = f"_{self._name}-output_{i}"
-                record.graph_outputs.append(entry)
-                debug.log(1, entry.header())
-            if self._optimizers:
-                self._trace_optimizers(tracer)
-        except Exception:
-            print(f"[ERROR]{debug.tag} building graph got error.")
-            raise
-        finally:
-            set_tracer(previous)
-        debug.log(0, f"{debug.tag} end building graph.")
-        debug.log(0, f"{debug.tag} building graph Done! Cost time: {round(time.perf_counter() - start, 2)}s.\n")
-        compile_start = time.perf_counter()
-        debug.log(0, f"{debug.tag} start compiling plan and init graph runtime.")
-        try:
-            optimized, reports = optimize(graph, self.config.disabled_passes, on_pass=debug.pass_logger())
-            plan = Plan(optimized)
-        except Exception:
-            print(f"[ERROR]{debug.tag} building plan got error.")
-            raise
-        debug.log(0, f"{debug.tag} end compiling plan and init graph rumtime.")
-        debug.log(0, f"{debug.tag} compiling plan Done! Cost time: "
-                     f"{round(time.perf_counter() - compile_start, 2)}s.\n")
-        return CompiledGraph(key, graph, optimized, reports, plan, dict(tracer.state_tensors), record,
-                             time.perf_counter() - start)
-
-    def _trace_optimizers(self, tracer: Tracer) -> None:
-        """Append the optimizers' update nodes (and the train-step counter) to the traced graph."""
-        device = tracer.device or backend.CPU
-        grads = tracer.gradients()
-        names = self._parameter_names()
-        tracer.begin_optimizer()
-        with autograd.no_grad():
-            tracer.scopes.append("System-Train-TrainStep")
-            step = tracer.add_state("System-Train-TrainStep", "system", self._train_step_tensor(device))
-            tracer.graph.updates["System-Train-TrainStep"] = (step + 1).node
-            tracer.scopes.pop()
-            for i, binding in enumerate(self._optimizers):
-                optimizer = binding.optimizer
-                if len(binding.lr_tensors) != len(optimizer.param_groups) or (
-                        binding.lr_tensors and binding.lr_tensors[0].device != device):
-                    binding.lr_tensors = [Tensor(float(g["lr"]), dtype=backend.float32, device=device)
-                                          for g in optimizer.param_groups]
-                    binding._fed = [None] * len(optimizer.param_groups)
-                for g_index, group in enumerate(optimizer.param_groups):
-                    lr = tracer.add_state(f"System-Train-LearningRate-{i}-{g_index}", "system",
-                                          binding.lr_tensors[g_index])
-                    for p in group["params"]:
-                        name = names.get(id(p))
-                        if name is None:
-                            raise ValueError(
-                                f"Parameter of shape {tuple(p.shape)} is not in the corresponding nn.Graph/"
-                                "nn.Module. Please make sure you call the module's to(..) method first, then "
-                                "add the module's parameters into an optimizer.")
-                        grad = grads.get(name)
-                        if grad is None:
-                            continue  # not used by the loss: no gradient, no update (as in Eager mode)
-                        state = optimizer.state.get(p)
-                        if state is None:
-                            state = optimizer.state[p] = optimizer.init_state(p)
-                        slots = optimizer.slot_names
-                        lazy_state = {k: tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", v)
-                                      for k, v in state.items()}
-                        tracer.scopes.append(name)  # update ops are named after their parameter
-                        new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
-                        tracer.assign(p, new_param)
-                        for k, v in new_state.items():
-                            tracer.assign(state[k], v)
-                        tracer.scopes.pop()
+                paths.setdefault(id(m), path)
+        return paths
 
     def _train_step_tensor(self, device: backend.Device) -> Tensor:
+        """The step counter the plans increment (System-Train-TrainStep), on the graph's device."""
         if self._train_step is None or self._train_step.device != device:
             self.__dict__["_train_step"] = Tensor([0], dtype=backend.int64, device=device)
         return self._train_step
-
-
-# ---------------------------------------------------------------------------------------- helpers
-
-
-def _to_lazy(value: Any, tracer: Tracer, prefix: str, entries: list) -> Any:
-    """Replace each tensor of the call's arguments by a graph input (named ``_G_0-input_<i>``)."""
-    if isinstance(value, Tensor):
-        name = f"{prefix}_{len(entries)}"
-        entries.append(tensor_entry("INPUT", name, value))
-        if value.is_lazy:
-            raise RuntimeError("a lazy tensor was passed into an nn.Graph call; graphs cannot be nested")
-        return tracer.add_input(name, value)
-    if isinstance(value, tuple):
-        return tuple(_to_lazy(v, tracer, prefix, entries) for v in value)
-    if isinstance(value, list):
-        return [_to_lazy(v, tracer, prefix, entries) for v in value]
-    if isinstance(value, dict):
-        return {k: _to_lazy(v, tracer, prefix, entries) for k, v in value.items()}
-    if value is not None and not isinstance(value, (int, float, str, bool)):
-        entries.append(value_entry("INPUT", f"{prefix}_{len(entries)}", value))
-    return value

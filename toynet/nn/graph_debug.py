@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .graph_outline import OutlineRecorder, tensor_entry
+from .graph_outline import OutlineRecorder, io_entry, tensor_entry
 
 
 def _meta(node: Any) -> str:
@@ -18,7 +18,10 @@ def _meta(node: Any) -> str:
 
 
 def operator_line(node: Any, with_location: bool = False) -> str:
-    """``(OPERATOR: model.0-linear-0(x/out:(size=(20, 3), ...), ...) -> (model.0-linear-0/out_0:(...)), device=(cpu))``"""
+    """One traced op as OneFlow prints it::
+
+        (OPERATOR: model.0-linear-0(x/out:(size=(20, 3), ...), ...) -> (model.0-linear-0/out_0:(...)), device=(cpu))
+    """
     args = ", ".join(f"{x.name}/out:{_meta(x)}" if hasattr(x, "shape") and hasattr(x, "name") else repr(x)
                      for x in node.inputs)
     line = (f"(OPERATOR: {node.name}({args}) -> ({node.name}/out_0:{_meta(node)}), "
@@ -42,6 +45,17 @@ class DebugPrinter:
     def log(self, level: int, message: str) -> None:
         if self.level >= level:
             print(message, flush=True)
+
+    def trace_hooks(self, record: OutlineRecorder) -> dict[str, Callable | None]:
+        """The callbacks :func:`toynet.static.trace.trace_step` takes: they fill ``record`` (the INPUT and
+        OUTPUT entries print(graph) shows) and print what this level asks for as tracing goes."""
+        def on_io(entries: list, tag: str) -> Callable:
+            def on_value(name: str, value: Any) -> None:
+                entries.append(io_entry(tag, name, value))
+                self.log(1, entries[-1].header())
+            return on_value
+        return dict(on_input=on_io(record.graph_inputs, "INPUT"), on_output=on_io(record.graph_outputs, "OUTPUT"),
+                    on_module_call=self.module_call_logger(record), log_op=self.op_logger())
 
     def module_call_logger(self, record: OutlineRecorder) -> Callable:
         def on_module_call(phase: str, path: str, module: Any, values: Any) -> None:

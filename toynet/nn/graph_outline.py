@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..printing import meta_repr
+from ..static.arguments import flatten
 from ..tensor import Tensor
 
 # Tags whose entries print as blocks (`header: (...)`), as leaves with `: ()`, or as bare headers.
@@ -79,6 +80,11 @@ def value_entry(tag: str, name: str, value: Any) -> Entry:
     return Entry(tag, name, repr(type(value)))
 
 
+def io_entry(tag: str, name: str, value: Any) -> Entry:
+    """The INPUT or OUTPUT entry of one value, a tensor or not."""
+    return tensor_entry(tag, name, value) if isinstance(value, Tensor) else value_entry(tag, name, value)
+
+
 class OutlineRecorder:
     """Collects the INPUT/OUTPUT entries of one trace: the graph's own and each module call's."""
 
@@ -89,12 +95,10 @@ class OutlineRecorder:
         self.module_inputs: dict[str, list[Entry]] = {}
         self.module_outputs: dict[str, list[Entry]] = {}
 
-    def io_entries(self, tag: str, prefix: str, values: Any, lazy_only: bool = False) -> list[Entry]:
-        entries = []
-        for i, v in enumerate(_flatten(values)):
-            name = f"{prefix}-{tag.lower()}_{i}"
-            entries.append(tensor_entry(tag, name, v) if isinstance(v, Tensor) else value_entry(tag, name, v))
-        return entries
+    def io_entries(self, tag: str, prefix: str, values: Any) -> list[Entry]:
+        """One entry per leaf of a module call's (nested) arguments or result."""
+        leaves, _ = flatten(values)
+        return [io_entry(tag, f"{prefix}-{tag.lower()}_{i}", v) for i, v in enumerate(leaves)]
 
     def on_module_call(self, phase: str, path: str, module: Any, values: Any) -> list[Entry]:
         if phase == "enter":
@@ -104,20 +108,6 @@ class OutlineRecorder:
             entries = self.io_entries("OUTPUT", f"_{path}", values)
             self.module_outputs.setdefault(path, []).extend(entries)
         return entries
-
-
-def _flatten(values: Any) -> list:
-    if isinstance(values, (tuple, list)):
-        out = []
-        for v in values:
-            out.extend(_flatten(v))
-        return out
-    if isinstance(values, dict):
-        out = []
-        for v in values.values():
-            out.extend(_flatten(v))
-        return out
-    return [values]
 
 
 def module_entry(path: str, module: Any, record: OutlineRecorder | None) -> Entry:

@@ -16,8 +16,8 @@ from typing import Any
 
 from .. import backend
 from ..tensor import Tensor
+from .graph_train import TRAIN_STEP
 
-_STEP = "System-Train-TrainStep"
 _OPTIMIZER = "System-Train-Optimizer-"
 _SCHEDULER = "System-Train-LRScheduler-"
 
@@ -52,7 +52,7 @@ class GraphStateMixin:
             return {}
         extras: dict[str, Any] = {}
         if self._train_step is not None:
-            extras[_STEP] = self._train_step.detach()
+            extras[TRAIN_STEP] = self._train_step.detach()
         names = self._parameter_names()
         for i, binding in enumerate(self._optimizers):
             opt = binding.optimizer
@@ -83,9 +83,9 @@ class GraphStateMixin:
                 shape = tuple((opt.state.get(p) or opt.init_state(p))[slot].shape)
                 if tuple(getattr(value, "shape", ())) != shape:
                     problems.append(f"{key!r} has shape {tuple(getattr(value, 'shape', ()))}, expected {shape}")
-            elif key == _STEP or key.startswith(_OPTIMIZER) or key.startswith(_SCHEDULER):
+            elif key == TRAIN_STEP or key.startswith(_OPTIMIZER) or key.startswith(_SCHEDULER):
                 index = key.rsplit("-", 1)[-1]
-                if key != _STEP and (not index.isdigit() or int(index) >= len(self._optimizers)):
+                if key != TRAIN_STEP and (not index.isdigit() or int(index) >= len(self._optimizers)):
                     problems.append(f"{key!r} refers to optimizer {index}, but the graph has "
                                     f"{len(self._optimizers)}")
                 elif key.startswith(_SCHEDULER) and self._optimizers[int(index)].lr_scheduler is None:
@@ -110,7 +110,7 @@ class GraphStateMixin:
                 if state is None:
                     state = opt.state[p] = opt.init_state(p)
                 state[slot].copy_(_as_tensor(value))
-            elif key == _STEP:
+            elif key == TRAIN_STEP:
                 device = next((p.device for m in self._modules.values() for p in m.parameters()), backend.CPU)
                 self._train_step_tensor(device).copy_(_as_tensor(value))
             elif key.startswith(_OPTIMIZER):
@@ -127,7 +127,7 @@ def _as_tensor(value: Any) -> Tensor:
 
 def _system_problems(key: str, value: Any, optimizer: Any) -> list[str]:
     """What is wrong with a saved train step, optimizer or scheduler entry (checked before loading any)."""
-    if key == _STEP:
+    if key == TRAIN_STEP:
         shape = tuple(getattr(value, "shape", ()))
         try:
             dtype = value.dtype if isinstance(value, Tensor) else backend.dtype_of(value)

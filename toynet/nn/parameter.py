@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import serialization
 from ..tensor import Tensor
 
 
@@ -34,3 +35,7 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
+
+
+# toynet.save marks parameters ("parameter": true) and toynet.load makes them Parameters again.
+serialization.register_tensor_class("parameter", Parameter)

@@ -20,7 +20,7 @@ from typing import Any
 from .. import backend, serialization
 from ..ops import OPS
 from ..tensor import Tensor
-from .arguments import rebuild_output
+from .arguments import unflatten
 from .compile import Plan
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from .passes import optimize
@@ -162,16 +162,11 @@ def decode_graph(data: dict, arrays: dict, device: backend.Device) -> tuple[Grap
 # ------------------------------------------------------------------------------------ save / load
 
 
-def save_graph(nn_graph: Any, path: Any) -> None:
-    """What ``toynet.save(graph, path)`` does for an nn.Graph: export its forward graph and state."""
-    compiled = nn_graph._last
-    if compiled is None:
-        raise RuntimeError("graph must be compiled first: call it once (e.g. on example inputs) before "
-                           "toynet.save(graph, path)")
-    graph = forward_graph(compiled.traced)
-    structure, arrays = encode_graph(graph, compiled.states)
-    serialization.write_checkpoint(path, {"kind": KIND, "class": type(nn_graph).__name__,
-                                          "graph": structure}, arrays)
+def save_graph(path: Any, traced: Graph, states: dict[str, Tensor], class_name: str = "") -> None:
+    """What ``toynet.save(graph, path)`` does for an nn.Graph: export the forward part of its traced graph
+    and the state it reads (state name -> eager tensor)."""
+    structure, arrays = encode_graph(forward_graph(traced), states)
+    serialization.write_checkpoint(path, {"kind": KIND, "class": class_name, "graph": structure}, arrays)
 
 
 class DeployedGraph:
@@ -199,7 +194,7 @@ class DeployedGraph:
                              f"without the model's code; got ({have})")
         device = self.plan.device
         outputs = self.plan.run([t.to(device).array for t in inputs], [t.array for t in self._state_list])
-        return rebuild_output(self.traced.output_structure, iter([Tensor.wrap(a, device) for a in outputs]))
+        return unflatten(self.traced.output_structure, iter([Tensor.wrap(a, device) for a in outputs]))
 
     def __repr__(self) -> str:
         return f"DeployedGraph({self.class_name or self.name}):\n{self.ir.format()}"

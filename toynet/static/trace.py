@@ -14,19 +14,26 @@ every op to :meth:`Tracer.apply` instead of computing it. The tracer
 
 Python control flow runs once, at trace time: ``if`` and ``for`` over *shapes* are fine, but code that
 needs a tensor's *values* (``.item()``, ``if loss > 0:``) cannot be traced and says why.
+
+:func:`trace_step` traces one whole step with a Tracer: the call's inputs, ``build`` (forward, and the
+backward ops ``loss.backward()`` appends), its outputs, then the optimizer's updates, which the caller
+records through :meth:`Tracer.update` and :meth:`Tracer.scope`. ``nn.Graph`` calls it, then optimises
+the traced graph (toynet.static.passes) and compiles it into a plan (toynet.static.compile).
 """
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .. import autograd, backend, mode
 from ..autograd import GradFn
 from ..ops import OPS, ShapeError
 from ..tensor import Tensor
+from .arguments import flatten, unflatten
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,10 +57,6 @@ def user_source(max_frames: int = 1) -> str:
     return " <- ".join(found)
 
 
-def lazy_tensor(node: Node, requires_grad: bool = False) -> Tensor:
-    return Tensor.lazy(node, requires_grad)
-
-
 class StateInfo:
     """An eager tensor the graph reads and may update: its name in ``graph.state_dict()`` and its kind."""
 
@@ -71,18 +74,19 @@ class Tracer:
         states: ``id(eager tensor) -> StateInfo`` for every parameter and buffer of the graph's modules.
         module_paths: ``id(module) -> "model.features.0"``, to name ops by the module they ran in.
         on_module_call: told ``(phase, path, module, values)`` with phase "enter"/"exit" (for print(graph)).
-        on_node: told about every node added (the visualiser's construction recorder uses it).
+        log_op: told about every op node added (``graph.debug(2)`` prints them).
+        allow_backward: may ``build`` call ``loss.backward()`` (only a graph with an optimizer trains)?
     """
 
     def __init__(self, graph: Graph, states: dict[int, StateInfo], module_paths: dict[int, str],
-                 on_module_call: Callable | None = None, on_node: Callable | None = None,
-                 log_op: Callable | None = None):
+                 on_module_call: Callable | None = None, log_op: Callable | None = None,
+                 allow_backward: bool = False):
         self.graph = graph
         self.states = states
         self.module_paths = module_paths
         self.on_module_call = on_module_call
-        self.on_node = on_node
         self.log_op = log_op
+        self.allow_backward = allow_backward
         self.phase = FORWARD
         self.scopes: list[str] = []
         self.op_count = 0
@@ -91,17 +95,25 @@ class Tracer:
         self._keep_alive: list[Tensor] = []           # eager tensors we hold ids of
         #: State name -> the eager tensor that holds its value between calls.
         self.state_tensors: dict[str, Tensor] = {}
-        self.backward_roots: list[Tensor] = []
-        self.allow_backward = False
-        self.decompose = True
+        self._state_name: dict[int, str] = {}        # id(eager state tensor) -> its state name
         self._node_of_fn: dict[int, Node] = {}   # id(GradFn) -> the forward node it differentiates
         self._grad_of: Node | None = None         # while backward runs: the node whose vjp is emitting
 
     # ------------------------------------------------------------------------------ nodes
 
     @property
-    def scope(self) -> str:
+    def current_scope(self) -> str:
+        """The innermost scope: ops are named ``<scope>-<op>-<k>`` after it."""
         return self.scopes[-1] if self.scopes else ""
+
+    @contextlib.contextmanager
+    def scope(self, name: str) -> Iterator[None]:
+        """Name the ops recorded inside the block after ``name`` (a module path, a parameter's name)."""
+        self.scopes.append(name)
+        try:
+            yield
+        finally:
+            self.scopes.pop()
 
     def _check_device(self, device: backend.Device, what: str) -> None:
         if self.device is None:
@@ -116,7 +128,7 @@ class Tracer:
         node = self.graph.add(Node(name, INPUT, value.shape, value.dtype, value.device))
         self.graph.inputs.append(node)
         self._notify(node)
-        return lazy_tensor(node)
+        return Tensor.lazy(node)
 
     def add_state(self, name: str, kind: str, tensor: Tensor) -> Tensor:
         """Make (once) the lazy stand-in of an eager state tensor."""
@@ -125,10 +137,11 @@ class Tracer:
             self._check_device(tensor.device, f"{kind} {name}")
             node = self.graph.add(Node(name, STATE, tensor.shape, tensor.dtype, tensor.device,
                                        state_name=name, state_kind=kind, requires_grad=tensor.requires_grad))
-            lazy = lazy_tensor(node, requires_grad=tensor.requires_grad)
+            lazy = Tensor.lazy(node, requires_grad=tensor.requires_grad)
             self._lazy_of[id(tensor)] = lazy
             self._keep_alive.append(tensor)
             self.state_tensors[name] = tensor
+            self._state_name[id(tensor)] = name
             self._notify(node)
         return lazy
 
@@ -144,10 +157,10 @@ class Tracer:
             return self.add_state(info.name, info.kind, x)
         # A "free" eager tensor (made in build() or captured from outside): its value is baked in.
         self._check_device(x.device, "a tensor created outside the graph's modules")
-        base = f"{self.scope}-FreeEagerTensor" if self.scope else "FreeEagerTensor"
+        base = f"{self.current_scope}-FreeEagerTensor" if self.current_scope else "FreeEagerTensor"
         node = self.graph.add(Node(f"{base}-{len(self._keep_alive)}", CONSTANT, x.shape, x.dtype, x.device,
-                                   value=x.array, phase=self.phase, scope=self.scope))
-        lazy = lazy_tensor(node)
+                                   value=x.array, phase=self.phase, scope=self.current_scope))
+        lazy = Tensor.lazy(node)
         self._lazy_of[id(x)] = lazy
         self._keep_alive.append(x)
         self._notify(node)
@@ -155,13 +168,11 @@ class Tracer:
 
     def constant(self, array: Any, device: backend.Device, name: str = "constant") -> Tensor:
         node = self.graph.add(Node(name, CONSTANT, array.shape, backend.dtype_of(array), device, value=array,
-                                   phase=self.phase, scope=self.scope))
+                                   phase=self.phase, scope=self.current_scope))
         self._notify(node)
-        return lazy_tensor(node)
+        return Tensor.lazy(node)
 
     def _notify(self, node: Node) -> None:
-        if self.on_node is not None:
-            self.on_node(node)
         for observer in mode.node_observers:
             observer(node, self.graph)
 
@@ -170,10 +181,10 @@ class Tracer:
     def apply(self, op: Any, inputs: tuple, attrs: dict) -> Tensor:
         """Record ``op(*inputs, **attrs)`` as a node; return the lazy result (called by tensor.apply).
 
-        An op with a ``decompose`` rule is traced as that decomposition (when ``self.decompose`` is on):
-        its simpler ops are recorded, and differentiated, in its place.
+        An op with a ``decompose`` rule is traced as that decomposition: its simpler ops are recorded,
+        and differentiated, in its place.
         """
-        if op.decompose is not None and self.decompose:
+        if op.decompose is not None:
             return op.decompose(*inputs, **attrs)
         args = []
         requires_grad = False
@@ -186,7 +197,7 @@ class Tracer:
             # A backward node belongs to the module of the forward op it differentiates.
             scope, source = self._grad_of.scope, f"grad of {self._grad_of.name}"
         else:
-            scope, source = self.scope, user_source()
+            scope, source = self.current_scope, user_source()
         try:
             shape, dtype = op.infer(*args, **attrs)
         except ShapeError as error:
@@ -197,7 +208,7 @@ class Tracer:
         node = self.graph.add(Node(base, OP, shape, dtype, device, op=op,
                                    inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
                                    attrs=attrs, phase=self.phase, scope=scope, source=source))
-        result = lazy_tensor(node)
+        result = Tensor.lazy(node)
         if requires_grad and mode.grad_enabled:
             result.requires_grad = True
             result.grad_fn = GradFn(op, tuple(args), attrs, result._weakref() if op.saves_output else None)
@@ -211,31 +222,44 @@ class Tracer:
         dtype = backend.to_dtype(dtype) if dtype is not None else t.dtype
         device = t.device
         array = device.xp.full(tuple(t.shape), value, dtype=dtype.array_dtype)
-        return self.constant(array, device, name=f"{self.scope}-constant" if self.scope else "constant")
+        return self.constant(array, device, name=f"{self.current_scope}-constant" if self.current_scope else "constant")
 
     def detach(self, t: Tensor) -> Tensor:
-        return lazy_tensor(t.node)
+        return Tensor.lazy(t.node)
 
     def assign(self, target: Tensor, value: Any) -> Tensor:
-        """``target.copy_(value)`` while tracing: the new value of a state, recorded as an update."""
+        """``target.copy_(value)`` while tracing: a state's new value is recorded as its update; any other
+        tensor simply stands for ``value`` from now on."""
         lazy_target = self.lazy(target)
+        # Asked of the eager tensor, not of its stand-in's node: after a first update the stand-in holds
+        # the new value, and a second copy_ (a module called twice) must still update the state.
+        if id(target) in self._state_name:
+            self.update(target, value)
+        else:
+            lazy_target.node = self._fit(value, lazy_target).node
+        return target
+
+    def update(self, state: Tensor | str, value: Any) -> None:
+        """Record the value ``state`` (an eager state tensor, or its state name) holds after the step: the
+        plan writes it back into the eager tensor after every run. Later reads in this trace see it."""
+        tensor = self.state_tensors[state] if isinstance(state, str) else state
+        value = self._fit(value, self.lazy(tensor))
+        self.graph.updates[self._state_name[id(tensor)]] = value.node
+        self._lazy_of[id(tensor)] = Tensor.lazy(value.node)
+
+    def _fit(self, value: Any, like: Tensor) -> Tensor:
+        """``value`` (a tensor or a number) as a lazy tensor of ``like``'s dtype and shape, as copy_ casts
+        and broadcasts it."""
         if not isinstance(value, Tensor):
-            value = self.constant(target.device.xp.full(tuple(target.shape), value,
-                                                        dtype=target.dtype.array_dtype), target.device)
+            value = self.constant(like.device.xp.full(tuple(like.shape), value, dtype=like.dtype.array_dtype),
+                                  like.device)
         value = self.lazy(value)
         with autograd.no_grad():
-            if value.dtype is not lazy_target.dtype:
-                value = value.to(lazy_target.dtype)
-            if tuple(value.shape) != tuple(lazy_target.shape):
-                value = value.expand(*lazy_target.shape)
-        node = lazy_target.node
-        if node.kind == STATE:
-            self.graph.updates[node.state_name] = value.node
-            # Later reads of this state in the same trace see the new value.
-            self._lazy_of[id(target)] = lazy_tensor(value.node)
-        else:
-            lazy_target.node = value.node
-        return target
+            if value.dtype is not like.dtype:
+                value = value.to(like.dtype)
+            if tuple(value.shape) != tuple(like.shape):
+                value = value.expand(*like.shape)
+        return value
 
     # ------------------------------------------------------------------------------ modules
 
@@ -245,11 +269,8 @@ class Tracer:
             return module.forward(*args, **kwargs)
         if self.on_module_call is not None:
             self.on_module_call("enter", path, module, args)
-        self.scopes.append(path)
-        try:
+        with self.scope(path):
             result = module.forward(*args, **kwargs)
-        finally:
-            self.scopes.pop()
         if self.on_module_call is not None:
             self.on_module_call("exit", path, module, result)
         return result
@@ -271,7 +292,6 @@ class Tracer:
             if root.numel() != 1:
                 raise RuntimeError(f"nn.Graph {self.graph.name}: backward() needs a scalar loss, got shape "
                                    f"{tuple(root.shape)}; reduce it with .sum() or .mean() first")
-        self.backward_roots.extend(roots)
         previous, self.phase = self.phase, BACKWARD
         try:
             autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False,
@@ -293,15 +313,74 @@ class Tracer:
                 grads[info.name] = lazy.grad
         return grads
 
-    def lazy_of_state(self, tensor: Tensor) -> Tensor | None:
-        return self._lazy_of.get(id(tensor))
 
-    def begin_optimizer(self) -> None:
-        self.phase = OPTIMIZER
+# ------------------------------------------------------------------------------------ one step
 
 
-def cast_like(value: Tensor, target: Tensor) -> Tensor:
-    return value if value.dtype is target.dtype else value.to(target.dtype)
+def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict[int, StateInfo],
+               module_paths: dict[int, str], *, updates: Callable[[Tracer], None] | None = None,
+               on_input: Callable | None = None, on_output: Callable | None = None,
+               on_module_call: Callable | None = None, log_op: Callable | None = None) -> tuple[Graph, dict]:
+    """Trace one call of ``build`` into a new static graph named ``name``: its forward ops, the backward
+    ops ``loss.backward()`` appends and, if ``updates`` is given, the optimizer's update ops.
+
+    Args:
+        name: the graph's name; inputs are named ``_<name>-input_<i>``, outputs ``_<name>-output_<i>``.
+        build: the step, called with the call's arguments, tensors replaced by lazy graph inputs.
+        leaves: the call's arguments, flattened by :func:`toynet.static.arguments.flatten`...
+        spec: ...and their nesting.
+        states: as for :class:`Tracer`.
+        module_paths: as for :class:`Tracer`.
+        updates: ``updates(tracer)`` records each state's new value after backward (with
+            :meth:`Tracer.update`, under :meth:`Tracer.scope`); only a graph given one may call backward.
+        on_input: told ``(name, value)`` for each graph input (and each odd value OneFlow warns of).
+        on_output: told ``(name, lazy tensor)`` for each graph output.
+        on_module_call: as for :class:`Tracer`.
+        log_op: as for :class:`Tracer`.
+
+    Returns:
+        The traced graph and its state: state name -> the eager tensor holding it between calls.
+    """
+    graph = Graph(name)
+    tracer = Tracer(graph, states, module_paths, on_module_call=on_module_call, log_op=log_op,
+                    allow_backward=updates is not None)
+    previous = mode.set_tracer(tracer)
+    try:
+        args, kwargs = unflatten(spec, iter(_inputs(tracer, leaves, on_input)))
+        with autograd.enable_grad():
+            result = build(*args, **kwargs)
+        # Each tensor of build()'s result is a graph output; the spec rebuilds the result around them.
+        outputs, graph.output_structure = flatten(result)
+        for i, out in enumerate(o for o in outputs if isinstance(o, Tensor)):
+            lazy = tracer.lazy(out)
+            graph.outputs.append(lazy.node)
+            if on_output is not None:
+                on_output(f"_{name}-output_{i}", lazy)
+        if updates is not None:
+            tracer.phase = OPTIMIZER
+            with autograd.no_grad():
+                updates(tracer)
+    finally:
+        mode.set_tracer(previous)
+    return graph, dict(tracer.state_tensors)
 
 
-__all__ = ["Tracer", "StateInfo", "lazy_tensor", "user_source", "OPS"]
+def _inputs(tracer: Tracer, leaves: list, on_input: Callable | None) -> list[Tensor]:
+    """A graph input ``_<graph>-input_<i>`` for each tensor of the call. Other values reach ``build`` as
+    they are; those that are not plain numbers, strings or None are numbered too (OneFlow warns of them)."""
+    lazy, index = [], 0
+    for value in leaves:
+        if value is None or isinstance(value, (int, float, str, bool)):
+            continue
+        name = f"_{tracer.graph.name}-input_{index}"
+        index += 1
+        if isinstance(value, Tensor):
+            if value.is_lazy:
+                raise RuntimeError("a lazy tensor was passed into an nn.Graph call; graphs cannot be nested")
+            lazy.append(tracer.add_input(name, value))
+        if on_input is not None:
+            on_input(name, value)
+    return lazy
+
+
+__all__ = ["Tracer", "StateInfo", "trace_step", "user_source", "OPS"]
