@@ -630,9 +630,11 @@ def test_the_plan_source_reads_as_a_lesson():
         "    # ---- forward: what build() computes from the inputs",
         "    # ---- backward: the gradients, each op's vjp rule",
         "    # ---- optimizer: the update of each parameter and its optimizer state"]
+    optimizer = type(graph._optimizers[0].optimizer).__name__
     for n in graph.ir.op_nodes:
         if n.phase == "optimizer":
-            assert f"    # {n.name}    (optimizer step: update of {n.scope})\n" in body
+            rule = "step counter" if n.scope == "System-Train-TrainStep" else f"{optimizer}.update"
+            assert f"    # {n.name}    ({rule} of {n.scope})\n" in body
     assert "model.features.0.weight" in {n.scope for n in graph.ir.op_nodes if n.phase == "optimizer"}
     # Plain statements: no (call, result)[1] tuple tricks, no trailing ", )".
     assert ")[" not in body and ", )" not in body

@@ -57,7 +57,7 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
     device = tracer.device or backend.CPU
     grads = tracer.gradients()
     names = {id(info.tensor): info.name for info in tracer.states.values() if info.kind == "parameter"}
-    with tracer.scope(TRAIN_STEP):
+    with tracer.scope(TRAIN_STEP, source="step counter"):
         tracer.update(TRAIN_STEP, tracer.add_state(TRAIN_STEP, "system", train_step(device)) + 1)
     for i, binding in enumerate(bindings):
         optimizer = binding.optimizer
@@ -79,7 +79,8 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
                 slots = optimizer.slot_names
                 lazy_state = {k: tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", v)
                               for k, v in state.items()}
-                with tracer.scope(name):  # update ops are named after their parameter
+                # Update ops are named after their parameter, and say which rule made them.
+                with tracer.scope(name, source=f"{type(optimizer).__name__}.update"):
                     new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
                     tracer.update(p, new_param)
                     for k, v in new_state.items():

@@ -258,10 +258,10 @@ def _text(text: str) -> str:
 
 
 def _origin(n: Node) -> str:
-    """Where op ``n`` came from. In the optimizer phase that is the update of one parameter (the node's
-    scope): the user's line would only be the call of the graph, the same for every update op."""
+    """Where op ``n`` came from. In the optimizer phase that is the update rule of one parameter (the
+    node's scope): the user's line would only be the call of the graph, the same for every update op."""
     if n.phase == OPTIMIZER and n.scope:
-        return f"optimizer step: update of {n.scope}"
+        return f"{n.source} of {n.scope}"
     return n.source
 
 

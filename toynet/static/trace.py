@@ -89,6 +89,7 @@ class Tracer:
         self.allow_backward = allow_backward
         self.phase = FORWARD
         self.scopes: list[str] = []
+        self._sources: list[str] = []                 # what made the ops of a scope, when not the user's line
         self.op_count = 0
         self.device: backend.Device | None = None
         self._lazy_of: dict[int, Tensor] = {}        # id(eager tensor) -> its lazy stand-in
@@ -107,13 +108,18 @@ class Tracer:
         return self.scopes[-1] if self.scopes else ""
 
     @contextlib.contextmanager
-    def scope(self, name: str) -> Iterator[None]:
-        """Name the ops recorded inside the block after ``name`` (a module path, a parameter's name)."""
+    def scope(self, name: str, source: str | None = None) -> Iterator[None]:
+        """Name the ops recorded inside the block after ``name`` (a module path, a parameter's name).
+
+        ``source`` says what made them when the user's line would not (an optimizer's update rule: the
+        user's line is only the call of the graph, the same for every update op)."""
         self.scopes.append(name)
+        self._sources.append(source)
         try:
             yield
         finally:
             self.scopes.pop()
+            self._sources.pop()
 
     def _check_device(self, device: backend.Device, what: str) -> None:
         if self.device is None:
@@ -197,7 +203,7 @@ class Tracer:
             # A backward node belongs to the module of the forward op it differentiates.
             scope, source = self._grad_of.scope, f"grad of {self._grad_of.name}"
         else:
-            scope, source = self.current_scope, user_source()
+            scope, source = self.current_scope, (self._sources[-1] if self._sources else None) or user_source()
         try:
             shape, dtype = op.infer(*args, **attrs)
         except ShapeError as error:
