@@ -67,6 +67,25 @@ def test_fixture_writes_the_python2_format_of_the_official_files(tmp_path):
     assert opcodes[0] == ("PROTO", 2)
     assert ("GLOBAL", "numpy.core.multiarray _reconstruct") in opcodes
     assert ("SHORT_BINSTRING", "data") in opcodes  # a Python 2 str, not a Python 3 unicode/bytes
+    # The array as cPickle writes NumPy 1.x's __reduce__: _reconstruct(ndarray, (0,), 'b'), BUILD with
+    # (1, shape, dtype('u1', 0, 1) built from its version-3 state, False, raw bytes), memo entries after the
+    # globals and rebuilt objects (not after the fresh tuples and 1-byte strings, which cPickle leaves out).
+    start = opcodes.index(("SHORT_BINSTRING", "data"))
+    array_ops = [(name, None if name == "BINPUT" else arg) for name, arg in opcodes[start:start + 39]]
+    assert array_ops == [
+        ("SHORT_BINSTRING", "data"), ("BINPUT", None), ("GLOBAL", "numpy.core.multiarray _reconstruct"),
+        ("BINPUT", None), ("GLOBAL", "numpy ndarray"), ("BINPUT", None), ("BININT1", 0), ("TUPLE1", None),
+        ("SHORT_BINSTRING", "b"), ("TUPLE3", None), ("REDUCE", None), ("BINPUT", None), ("MARK", None),
+        ("BININT1", 1), ("BININT1", 1), ("BININT2", 3072), ("TUPLE2", None), ("GLOBAL", "numpy dtype"),
+        ("BINPUT", None), ("SHORT_BINSTRING", "u1"), ("BININT1", 0), ("BININT1", 1), ("TUPLE3", None),
+        ("REDUCE", None), ("BINPUT", None), ("MARK", None), ("BININT1", 3), ("SHORT_BINSTRING", "|"),
+        ("NONE", None), ("NONE", None), ("NONE", None), ("BININT", -1), ("BININT", -1), ("BININT1", 0),
+        ("TUPLE", None), ("BUILD", None), ("NEWFALSE", None), ("BINSTRING", fake.train_images[0].transpose(2, 0, 1)
+                                                                          .tobytes().decode("latin1")),
+        ("TUPLE", None)]
+    assert opcodes[start + 39] == ("BUILD", None)
+    memo = [arg for name, arg in opcodes if name in ("BINPUT", "LONG_BINPUT")]
+    assert memo == list(range(1, len(memo) + 1))  # cPickle numbers its memo from 1
     # The standard library reads it as it reads the real files: str keys with latin1, bytes keys with bytes.
     assert set(pickle.loads(raw, encoding="latin1")) == {"batch_label", "labels", "data", "filenames"}
     assert b"data" in pickle.loads(raw, encoding="bytes")
