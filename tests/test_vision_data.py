@@ -1,4 +1,7 @@
-"""CIFAR-10 from local files, the restricted unpickler, and the image transforms."""
+"""CIFAR-10 from local files, the restricted pickle reader, and the image transforms.
+
+Hostile files (forged dtypes, memory and compression bombs, fuzzing) are in tests/hostile/test_cifar_archive.py.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from cifar_fixture import ARCHIVE, CLASSES, FOLDER, make_cifar10, python2_pickle
 import toynet as flow
 from toynet.vision import datasets
 from toynet.vision import transforms as T
-from toynet.vision.datasets import CIFAR10
+from toynet.vision.datasets import CIFAR10, DatasetFormatError
 
 
 @pytest.fixture
@@ -67,6 +70,25 @@ def test_fixture_writes_the_python2_format_of_the_official_files(tmp_path):
     assert opcodes[0] == ("PROTO", 2)
     assert ("GLOBAL", "numpy.core.multiarray _reconstruct") in opcodes
     assert ("SHORT_BINSTRING", "data") in opcodes  # a Python 2 str, not a Python 3 unicode/bytes
+    # The array as cPickle writes NumPy 1.x's __reduce__: _reconstruct(ndarray, (0,), 'b'), BUILD with
+    # (1, shape, dtype('u1', 0, 1) built from its version-3 state, False, raw bytes), memo entries after the
+    # globals and rebuilt objects (not after the fresh tuples and 1-byte strings, which cPickle leaves out).
+    start = opcodes.index(("SHORT_BINSTRING", "data"))
+    array_ops = [(name, None if name == "BINPUT" else arg) for name, arg in opcodes[start:start + 39]]
+    assert array_ops == [
+        ("SHORT_BINSTRING", "data"), ("BINPUT", None), ("GLOBAL", "numpy.core.multiarray _reconstruct"),
+        ("BINPUT", None), ("GLOBAL", "numpy ndarray"), ("BINPUT", None), ("BININT1", 0), ("TUPLE1", None),
+        ("SHORT_BINSTRING", "b"), ("TUPLE3", None), ("REDUCE", None), ("BINPUT", None), ("MARK", None),
+        ("BININT1", 1), ("BININT1", 1), ("BININT2", 3072), ("TUPLE2", None), ("GLOBAL", "numpy dtype"),
+        ("BINPUT", None), ("SHORT_BINSTRING", "u1"), ("BININT1", 0), ("BININT1", 1), ("TUPLE3", None),
+        ("REDUCE", None), ("BINPUT", None), ("MARK", None), ("BININT1", 3), ("SHORT_BINSTRING", "|"),
+        ("NONE", None), ("NONE", None), ("NONE", None), ("BININT", -1), ("BININT", -1), ("BININT1", 0),
+        ("TUPLE", None), ("BUILD", None), ("NEWFALSE", None), ("BINSTRING", fake.train_images[0].transpose(2, 0, 1)
+                                                                          .tobytes().decode("latin1")),
+        ("TUPLE", None)]
+    assert opcodes[start + 39] == ("BUILD", None)
+    memo = [arg for name, arg in opcodes if name in ("BINPUT", "LONG_BINPUT")]
+    assert memo == list(range(1, len(memo) + 1))  # cPickle numbers its memo from 1
     # The standard library reads it as it reads the real files: str keys with latin1, bytes keys with bytes.
     assert set(pickle.loads(raw, encoding="latin1")) == {"batch_label", "labels", "data", "filenames"}
     assert b"data" in pickle.loads(raw, encoding="bytes")
@@ -125,7 +147,8 @@ def test_wrong_archive_and_truncated_archive(tmp_path):
         info = tarfile.TarInfo("cifar-10-batches-bin/data_batch_1.bin")
         info.size = 3
         tar.addfile(info, io.BytesIO(b"abc"))
-    with pytest.raises(FileNotFoundError, match=r"not the CIFAR-10 \*python\* archive"):
+    with pytest.raises(DatasetFormatError, match=r"unexpected member 'cifar-10-batches-bin/data_batch_1.bin'. "
+                                                 r"The CIFAR-10 \*python\* archive holds only"):
         CIFAR10(tmp_path)
     fake = make_cifar10(tmp_path / "t", n_train=5, n_test=2)
     with open(fake.path, "r+b") as f:
@@ -138,11 +161,13 @@ def test_damaged_batch_contents_are_reported(tmp_path):
     make_cifar10(tmp_path, n_train=5, n_test=2, as_tar=False)
     batch = tmp_path / FOLDER / "test_batch"
     batch.write_bytes(python2_pickle({"data": np.zeros((2, 100), np.uint8), "labels": [0, 1]}))
-    with pytest.raises(ValueError, match=r"uint8 array of shape \(N, 3072\).*\(2, 100\)"):
+    with pytest.raises(DatasetFormatError, match=r"test_batch: 'data' must be a uint8 array of shape \(N, 3072\)"
+                                                 r".*\(2, 100\)"):
         CIFAR10(tmp_path, train=False)
     batch.write_bytes(python2_pickle({"data": np.zeros((2, 3072), np.uint8), "labels": [0, 12]}))
-    with pytest.raises(ValueError, match=r"labels \[12\] are outside 0..9"):
+    with pytest.raises(DatasetFormatError, match=r"test_batch: labels \[12\] are outside 0..9"):
         CIFAR10(tmp_path, train=False)
+    assert issubclass(DatasetFormatError, ValueError)
 
 
 # -------------------------------------------------------------------------------- restricted pickle
@@ -186,14 +211,18 @@ def test_restricted_unpickler_refuses_code(tmp_path, as_tar):
     assert not marker.exists()
 
 
-def test_restricted_unpickler_accepts_what_numpy_writes():
-    arrays = [np.arange(12, dtype=np.uint8).reshape(3, 4), np.zeros((0, 3072), np.uint8)]
-    for protocol in (3, 4, 5):
+def test_restricted_reader_accepts_what_numpy_writes():
+    arrays = [np.arange(12, dtype=np.uint8).reshape(3, 4), np.zeros((0, 3072), np.uint8),
+              np.arange(6, dtype=">i8").reshape(2, 3), np.asfortranarray(np.arange(6.0).reshape(2, 3))]
+    for protocol in (2, 3, 4, 5):
         for a in arrays:
-            back = datasets.load_restricted_pickle(pickle.dumps({"a": a, "n": [1, 2.5, "s", None]},
+            back = datasets.load_restricted_pickle(pickle.dumps({"a": a, "n": [1, 2.5, "s", None, b"b", -2**40]},
                                                                 protocol=protocol), "mem")
             np.testing.assert_array_equal(back["a"], a)
-            assert back["a"].dtype == np.uint8 and back["n"] == [1, 2.5, "s", None]
+            assert back["a"].dtype == a.dtype and back["a"].flags.writeable
+            assert back["n"] == [1, 2.5, "s", None, b"b", -2**40]
+    # Python 2 strings stay bytes, as pickle.load(f, encoding="bytes") reads them
+    assert datasets.load_restricted_pickle(python2_pickle({"k": ["ab", "c"]}), "py2") == {b"k": [b"ab", b"c"]}
 
 
 # -------------------------------------------------------------------------------------- transforms

@@ -4,74 +4,33 @@ toynet never downloads anything. Put the archive where the data set looks for it
 says exactly where) and it is read from there, either straight out of the ``.tar.gz`` (nothing is
 extracted to disk) or from the extracted folder.
 
-**This module uses pickle**, because the CIFAR-10 python files are pickles (written by Python 2 and
-NumPy in 2009). Unpickling an arbitrary file can run arbitrary code: a pickle may name any importable
-function (``os.system``) and call it. So the files are read with :class:`RestrictedUnpickler`, which
-only lets through the few NumPy names that rebuild an array and its dtype; the rest of a CIFAR-10 file
-is dicts, lists, strings and numbers, which pickle builds without naming any function. Anything else
-is refused with an error. toynet's own file formats never use pickle.
+**The CIFAR-10 python files are pickles** (written by Python 2 and NumPy in 2009), and unpickling a
+file can run any code it names. So toynet does not unpickle them: :func:`read_batch` and
+:func:`read_meta` read them with :mod:`toynet.vision.cifar_pickle`, which builds only plain data
+(dicts, lists, strings, numbers) and rebuilds an array from its raw bytes with a plain numeric dtype
+and a shape checked here against CIFAR-10's (``data``: uint8 rows of 3,072 pixels, at most 10,000 per
+file; ``labels``: one int in 0..9 per row). Sizes are capped before anything is read or decompressed
+(:mod:`toynet.vision.cifar_archive`). Anything else raises :class:`DatasetFormatError`, naming the
+file, the part and what was expected. toynet's own file formats never use pickle.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import pickle
-import posixpath
-import tarfile
 from collections.abc import Callable
 from typing import Any
 
 from ..backend import host
+from .cifar_archive import read_archive, read_file
+from .cifar_pickle import PickledArray, read_pickle
+from .pickle_machine import DatasetFormatError
 
-# ------------------------------------------------------------------------------------ safe unpickling
+__all__ = ["CIFAR10", "DatasetFormatError", "read_batch", "read_meta", "load_restricted_pickle"]
 
-# NumPy exports its unpickling helpers under no public name, so instead of importing a private module
-# we ask NumPy which functions it uses to rebuild an array: the first item of what __reduce__ returns.
-_REBUILD_ARRAY = host.zeros(1).__reduce__()[0]            # numpy's _reconstruct (pickle protocols 0-4)
-_REBUILD_FROM_BUFFER = host.zeros(1).__reduce_ex__(5)[0]  # numpy's _frombuffer (pickle protocol 5)
-
-#: Every global a CIFAR-10 batch file may name, under the module paths NumPy 1.x and 2.x write.
-ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
-    ("numpy.core.multiarray", "_reconstruct"): _REBUILD_ARRAY,   # the official files (NumPy 1.x)
-    ("numpy._core.multiarray", "_reconstruct"): _REBUILD_ARRAY,  # the same files re-saved by NumPy 2.x
-    ("numpy.core.numeric", "_frombuffer"): _REBUILD_FROM_BUFFER,
-    ("numpy._core.numeric", "_frombuffer"): _REBUILD_FROM_BUFFER,
-    ("numpy", "ndarray"): host.ndarray,
-    ("numpy", "dtype"): host.dtype,
-}
-
-
-class RestrictedUnpickler(pickle.Unpickler):
-    """A ``pickle.Unpickler`` that can build NumPy arrays and plain data, and nothing else.
-
-    Pickle calls ``find_class(module, name)`` whenever a file asks for a global object (a class or
-    function to call); this is the only way a pickle reaches code. Here it answers only the names in
-    :data:`ALLOWED_GLOBALS` and raises ``pickle.UnpicklingError`` for everything else.
-    ``encoding="latin1"`` decodes Python 2 strings, as NumPy recommends for its old pickles.
-    """
-
-    def __init__(self, file: Any, source: str = "<file>"):
-        super().__init__(file, encoding="latin1")
-        self.source = source
-
-    def find_class(self, module: str, name: str) -> Any:
-        try:
-            return ALLOWED_GLOBALS[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError(
-                f"{self.source}: refusing to unpickle the global '{module}.{name}'. A CIFAR-10 batch holds "
-                "only NumPy arrays, lists, strings and numbers; this file is not a genuine CIFAR-10 file and "
-                "loading it could run code. Delete it and use the original archive.") from None
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError(f"{self.source}: persistent references are not allowed in CIFAR-10 files")
-
-
-def load_restricted_pickle(data: bytes, source: str) -> Any:
-    """Unpickle ``data`` (the bytes of one file named ``source``) with :class:`RestrictedUnpickler`."""
-    return RestrictedUnpickler(io.BytesIO(data), source).load()
-
+ROW = 3072  # 32 x 32 pixels x 3 colours
+MAX_ROWS = 10_000  # images in one batch file
+NUM_CLASSES = 10
+MAX_NAME = 256  # characters of a batch label, file name or class name
 
 # ------------------------------------------------------------------------------------------- CIFAR-10
 
@@ -87,8 +46,9 @@ class CIFAR10:
 
     toynet never downloads: with ``download=True`` and the files present nothing happens; with the
     files absent it stops at once with a message saying where to put which file (``source_url``, if
-    given, is where it says to get the archive). The files are pickles, read with
-    :class:`RestrictedUnpickler`, which refuses anything but NumPy arrays and plain data.
+    given, is where it says to get the archive). The files are pickles, read by :func:`read_batch` and
+    :func:`read_meta` without unpickling: anything but CIFAR-10's plain data and uint8 pixel rows raises
+    :class:`DatasetFormatError`.
 
     >>> from toynet.vision import datasets, transforms
     >>> train = datasets.CIFAR10("data", train=True, transform=transforms.ToTensor())  # doctest: +SKIP
@@ -114,19 +74,15 @@ class CIFAR10:
 
         images, self.targets = [], []
         for name in batch_names:
-            data, labels = _check_batch(files[name], self._source(name))
+            data, labels = read_batch(files.pop(name), self._source(name))
             images.append(data)
             self.targets.extend(labels)
-        flat = host.concatenate(images) if images else host.zeros((0, 3072), dtype=host.uint8)
+        flat = host.concatenate(images) if images else host.zeros((0, ROW), dtype=host.uint8)
         # Each row is 1024 red, then 1024 green, then 1024 blue bytes: reshape to NCHW, then make HWC.
         self.data = host.ascontiguousarray(flat.reshape(-1, *self.image_shape).transpose(0, 2, 3, 1))
         self.data.flags.writeable = False  # items are views: a transform must not edit the data set
-        self.classes = _check_meta(files[self.meta_file], self._source(self.meta_file))
+        self.classes = read_meta(files[self.meta_file], self._source(self.meta_file))
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
-        bad = [t for t in self.targets if not 0 <= t < len(self.classes)]
-        if bad:
-            raise ValueError(f"{self._source(batch_names[0])}: labels {sorted(set(bad))[:5]} are outside "
-                             f"0..{len(self.classes) - 1}; the files are damaged")
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -154,44 +110,17 @@ class CIFAR10:
         """Where file ``name`` came from, for error messages."""
         return os.path.join(self._origin, name) if self._origin_is_dir else f"{self._origin}:{name}"
 
-    def _read_files(self, names: list[str], download: bool) -> dict[str, Any]:
-        """Unpickle the named files from the extracted folder if it is complete, else from the archive."""
+    def _read_files(self, names: list[str], download: bool) -> dict[str, bytes]:
+        """The bytes of the named files from the extracted folder if it is complete, else from the archive."""
         folder = os.path.join(self.root, self.base_folder)
         archive = os.path.join(self.root, self.archive_name)
         if all(os.path.isfile(os.path.join(folder, n)) for n in names):
             self._origin, self._origin_is_dir = folder, True
-            files = {}
-            for name in names:
-                with open(os.path.join(folder, name), "rb") as f:
-                    files[name] = load_restricted_pickle(f.read(), self._source(name))
-            return files
+            return {name: read_file(os.path.join(folder, name), name) for name in names}
         if os.path.isfile(archive):
             self._origin, self._origin_is_dir = archive, False
-            return self._read_archive(archive, names)
+            return read_archive(archive, names, self.source_url)
         raise FileNotFoundError(self._not_found_message(folder, archive, names, download))
-
-    def _read_archive(self, archive: str, names: list[str]) -> dict[str, Any]:
-        """Read members ``cifar-10-batches-py/<name>`` in one pass over the (gzip) stream, in memory."""
-        wanted = {posixpath.join(self.base_folder, n): n for n in names}
-        files: dict[str, Any] = {}
-        try:
-            with tarfile.open(archive, "r:*") as tar:
-                for member in tar:  # sequential: a .tar.gz cannot seek backwards cheaply
-                    name = wanted.get(posixpath.normpath(member.name))
-                    if name is not None and member.isfile():
-                        files[name] = load_restricted_pickle(tar.extractfile(member).read(), self._source(name))
-                        if len(files) == len(wanted):
-                            break  # the rest of the stream need not be decompressed
-        except (tarfile.TarError, EOFError, OSError) as e:
-            raise OSError(f"{archive} is not a readable .tar.gz archive ({e}); it may be truncated: "
-                          f"get it again from {self.source_url}") from e
-        missing = [n for n in names if n not in files]
-        if missing:
-            raise FileNotFoundError(
-                f"{archive} has no member(s) {', '.join(posixpath.join(self.base_folder, n) for n in missing)}. "
-                f"It is not the CIFAR-10 *python* archive (the binary and MATLAB versions have other "
-                f"names and layouts); get {self.archive_name} from {self.source_url}")
-        return files
 
     def _not_found_message(self, folder: str, archive: str, names: list[str], download: bool) -> str:
         if os.path.isdir(folder):
@@ -206,30 +135,91 @@ class CIFAR10:
                 f"or extract it so that {os.path.join(folder, names[0])} exists.")
 
 
-def _check_batch(batch: Any, source: str) -> tuple[Any, list[int]]:
-    """The (N, 3072) uint8 image rows and N labels of one unpickled batch, checked."""
-    batch = _str_keys(batch, source)
-    if "data" not in batch or "labels" not in batch:
-        raise ValueError(f"{source}: expected a dict with keys 'data' and 'labels', got keys {sorted(batch)}")
-    data, labels = batch["data"], batch["labels"]
-    if not isinstance(data, host.ndarray) or data.dtype != host.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        what = f"{data.dtype} array of shape {data.shape}" if isinstance(data, host.ndarray) else type(data).__name__
-        raise ValueError(f"{source}: 'data' must be a uint8 array of shape (N, 3072), got a {what}")
-    if not isinstance(labels, list) or len(labels) != len(data) or not all(isinstance(t, int) for t in labels):
-        raise ValueError(f"{source}: 'labels' must be a list of {len(data)} ints, one per image row")
-    return data, labels
+def read_batch(data: bytes, source: str) -> tuple[Any, list[int]]:
+    """The (N, 3072) uint8 pixel rows (a read-only array) and the N labels of one batch file's bytes.
+
+    ``source`` names the file in messages. The file must be a pickled dict with ``data`` (N <= 10,000
+    rows) and ``labels`` (N ints in 0..9), and may have ``batch_label`` (a string) and ``filenames`` (N
+    strings); anything else raises :class:`DatasetFormatError` before an array is made."""
+    batch = _fields(read_pickle(data, source, max_elements=MAX_ROWS * ROW), source,
+                    required=("data", "labels"), optional=("batch_label", "filenames"))
+    array = batch["data"]
+    if (type(array) is not PickledArray or not array.complete or array.dtype != "|u1" or len(array.shape) != 2
+            or array.shape[1] != ROW or array.shape[0] > MAX_ROWS):
+        raise DatasetFormatError(f"{source}: 'data' must be a uint8 array of shape (N, {ROW}) with N <= "
+                                 f"{MAX_ROWS}, got {array!r}")
+    n = array.shape[0]
+    labels = batch["labels"]
+    if type(labels) is not list or len(labels) != n or not all(type(t) is int for t in labels):
+        raise DatasetFormatError(f"{source}: 'labels' must be a list of {n} ints, one per image row")
+    bad = sorted({t for t in labels if not 0 <= t < NUM_CLASSES})
+    if bad:
+        raise DatasetFormatError(f"{source}: labels {bad[:5]} are outside 0..{NUM_CLASSES - 1}; the file is damaged")
+    if "batch_label" in batch:
+        _name(batch["batch_label"], source, "'batch_label'")
+    if "filenames" in batch:
+        names = batch["filenames"]
+        if type(names) is not list or len(names) != n:
+            raise DatasetFormatError(f"{source}: 'filenames' must be a list of {n} strings, one per image row")
+        for name in names:
+            _name(name, source, "each of 'filenames'")
+    return array.to_numpy(copy=False), labels
 
 
-def _check_meta(meta: Any, source: str) -> list[str]:
-    meta = _str_keys(meta, source)
-    names = meta.get("label_names")
-    if not isinstance(names, list) or not names:
-        raise ValueError(f"{source}: expected a dict with a non-empty list 'label_names'")
-    return [n.decode("latin1") if isinstance(n, bytes) else str(n) for n in names]
+def read_meta(data: bytes, source: str) -> list[str]:
+    """The 10 class names in the bytes of ``batches.meta`` (``source`` names it in messages)."""
+    meta = _fields(read_pickle(data, source, max_elements=0), source, required=("label_names",),
+                   optional=("num_cases_per_batch", "num_vis"))
+    names = meta["label_names"]
+    if type(names) is not list or len(names) != NUM_CLASSES:
+        raise DatasetFormatError(f"{source}: 'label_names' must be a list of {NUM_CLASSES} class names")
+    cases, vis = meta.get("num_cases_per_batch", 0), meta.get("num_vis", ROW)
+    if type(cases) is not int or not 0 <= cases <= MAX_ROWS or type(vis) is not int or vis != ROW:
+        raise DatasetFormatError(f"{source}: 'num_cases_per_batch' must be an int up to {MAX_ROWS} and "
+                                 f"'num_vis' {ROW}")
+    return [_name(n, source, "each of 'label_names'") for n in names]
 
 
-def _str_keys(obj: Any, source: str) -> dict[str, Any]:
-    """The files' keys are Python 2 strings: str when read as latin1, bytes if re-saved from Python 3."""
-    if not isinstance(obj, dict):
-        raise ValueError(f"{source}: expected a pickled dict, got {type(obj).__name__}")  # noqa: TRY004 (bad file)
-    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in obj.items()}
+def load_restricted_pickle(data: bytes, source: str) -> Any:
+    """Read the pickle ``data`` (the bytes of a file named ``source``) as :mod:`~toynet.vision.cifar_pickle`
+    does, with every array of up to 10,000 x 3072 numbers made a NumPy array (a copy), nested at most 32
+    deep. Python 2 strings come back as bytes. For looking into CIFAR-like files; :class:`CIFAR10` uses
+    :func:`read_batch` and :func:`read_meta`, which check the layout too."""
+    def convert(value: Any, depth: int) -> Any:
+        if depth > 32:
+            raise DatasetFormatError(f"{source}: data nested more than 32 deep")
+        if type(value) is PickledArray and value.complete:
+            return value.to_numpy()
+        if type(value) in (list, tuple):
+            return type(value)(convert(v, depth + 1) for v in value)
+        if type(value) is dict:
+            return {k: convert(v, depth + 1) for k, v in value.items()}
+        if type(value) in (str, bytes, int, float, bool) or value is None:
+            return value
+        if type(value) is memoryview:  # a long byte string, a view of the file
+            return bytes(value)
+        raise DatasetFormatError(f"{source}: {value!r} is not data (an unbuilt array, a dtype or a function name)")
+    return convert(read_pickle(data, source, max_elements=MAX_ROWS * ROW), 0)
+
+
+def _fields(obj: Any, source: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Any]:
+    """The pickled dict's entries by str key (Python 2 files have byte-string keys); no key missing or extra."""
+    if type(obj) is not dict:
+        raise DatasetFormatError(f"{source}: expected a pickled dict, got {type(obj).__name__}")
+    fields = {k.decode("latin1") if type(k) is bytes else k: v for k, v in obj.items()}
+    missing = [k for k in required if k not in fields]
+    extra = [k for k in fields if k not in required + optional]
+    if missing or extra:
+        raise DatasetFormatError(
+            f"{source}: expected a dict with keys {', '.join(required)} (and optionally {', '.join(optional)}), "
+            f"got keys {', '.join(repr(k)[:40] for k in list(fields)[:8])}")
+    return fields
+
+
+def _name(value: Any, source: str, what: str) -> str:
+    """A short string of the file (bytes from Python 2 are latin1) as str."""
+    if type(value) not in (str, bytes) or not 0 < len(value) <= MAX_NAME:
+        raise DatasetFormatError(f"{source}: {what} must be a string of 1 to {MAX_NAME} characters, "
+                                 f"got a {type(value).__name__}" + (f" of length {len(value)}" if
+                                                                   type(value) in (str, bytes) else ""))
+    return value.decode("latin1") if type(value) is bytes else value

@@ -11,10 +11,11 @@ and ``batches.meta``, each a pickled dict as in the real files::
 
 **This module writes pickles**, because that is what the CIFAR-10 files are (toynet's own formats never
 use pickle). The official files were written by Python 2's cPickle (protocol 2) with NumPy 1.x: strings
-are Python 2 byte strings and the arrays are rebuilt by ``numpy.core.multiarray._reconstruct``. Python 3's
-pickle can no longer write that, so :func:`python2_pickle` emits those opcodes itself
-(``style="python2"``, the default). ``style="python3"`` writes the same dicts with Python 3's pickle
-(bytes keys, NumPy 2 names), as someone re-saving the files would.
+are Python 2 byte strings and the arrays are rebuilt by ``numpy.core.multiarray._reconstruct`` with a
+BUILD of their bytes. Python 3's pickle can no longer write that, so :func:`python2_pickle` emits
+cPickle's opcodes itself (``style="python2"``, the default), down to its memo entries and batches of
+1000 list items. ``style="python3"`` writes the same dicts with Python 3's pickle (bytes keys, NumPy 2
+names, protocol 5), as someone re-saving the files would.
 
 Images are learnable, not pure noise: each class has its own colour and a bright stripe at its own
 place, plus noise, so a small model can fit them.
@@ -115,68 +116,102 @@ def python3_pickle(obj: dict) -> bytes:
 
 
 def python2_pickle(obj: object) -> bytes:
-    """The bytes Python 2's ``cPickle.dumps(obj, 2)`` gives for dicts, lists, tuples, str, int, None,
-    bool and uint8 NumPy arrays (without the optional memo opcodes, which only deduplicate)."""
-    out = bytearray(b"\x80\x02")  # PROTO 2
-    _write(out, obj)
-    out += b"."  # STOP
-    return bytes(out)
+    """The bytes Python 2's ``cPickle.dump(obj, f, 2)`` gives for dicts, lists, tuples, str, int, None,
+    bool and C-ordered uint8 NumPy arrays, as in the official files: small tuples as TUPLE1-3, list items
+    in batches of 1000 (APPENDS), and a memo entry (BINPUT, LONG_BINPUT from 256 on) after each object
+    cPickle memoizes (a dict, list, global, rebuilt object, and a str of 2 or more bytes that another
+    object refers to)."""
+    writer = _Python2Writer()
+    writer.save(obj)
+    return bytes(b"\x80\x02" + writer.out + b".")  # PROTO 2 ... STOP
 
 
-def _write(out: bytearray, obj: object) -> None:
-    if obj is None:
-        out += b"N"
-    elif isinstance(obj, bool):
-        out += b"\x88" if obj else b"\x89"  # NEWTRUE / NEWFALSE
-    elif isinstance(obj, int):
-        if 0 <= obj < 256:
-            out += b"K" + bytes([obj])  # BININT1
-        elif 0 <= obj < 65536:
-            out += b"M" + obj.to_bytes(2, "little")  # BININT2
-        else:
-            out += b"J" + obj.to_bytes(4, "little", signed=True)  # BININT
-    elif isinstance(obj, (str, bytes)):  # a Python 2 str is a byte string
-        data = obj.encode("latin1") if isinstance(obj, str) else obj
-        out += (b"U" + bytes([len(data)]) if len(data) < 256 else b"T" + len(data).to_bytes(4, "little")) + data
-    elif isinstance(obj, tuple):
-        out += b"("  # MARK
-        for item in obj:
-            _write(out, item)
-        out += b"t"  # TUPLE
-    elif isinstance(obj, list):
-        out += b"]"  # EMPTY_LIST
-        if obj:
-            out += b"("
+class _Python2Writer:
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.memo = 0  # cPickle numbers its memo from 1
+
+    def put(self) -> None:
+        self.memo += 1
+        self.out += b"q" + bytes([self.memo]) if self.memo < 256 else b"r" + self.memo.to_bytes(4, "little")
+
+    def save(self, obj: object, memoize: bool = True) -> None:
+        out = self.out
+        if obj is None:
+            out += b"N"
+        elif isinstance(obj, bool):
+            out += b"\x88" if obj else b"\x89"  # NEWTRUE / NEWFALSE
+        elif isinstance(obj, int):
+            if 0 <= obj < 256:
+                out += b"K" + bytes([obj])  # BININT1
+            elif 0 <= obj < 65536:
+                out += b"M" + obj.to_bytes(2, "little")  # BININT2
+            else:
+                out += b"J" + obj.to_bytes(4, "little", signed=True)  # BININT
+        elif isinstance(obj, (str, bytes)):  # a Python 2 str is a byte string
+            data = obj.encode("latin1") if isinstance(obj, str) else obj
+            out += (b"U" + bytes([len(data)]) if len(data) < 256 else b"T" + len(data).to_bytes(4, "little")) + data
+            if memoize and len(data) >= 2:
+                self.put()
+        elif isinstance(obj, tuple):
+            if len(obj) > 3:
+                out += b"("  # MARK, items, TUPLE; a shorter tuple is its items and TUPLE1-3
             for item in obj:
-                _write(out, item)
-            out += b"e"  # APPENDS
-    elif isinstance(obj, dict):
-        out += b"}("  # EMPTY_DICT, MARK
-        for key, value in obj.items():
-            _write(out, key)
-            _write(out, value)
-        out += b"u"  # SETITEMS
-    elif isinstance(obj, host.ndarray):
-        assert obj.dtype == host.uint8 and obj.flags.c_contiguous, "only C-ordered uint8 arrays are needed"
-        # _reconstruct(ndarray, (0,), 'b'), then __setstate__((1, shape, dtype, is_fortran, raw bytes))
+                self.save(item, memoize=False)
+            out += (b")", b"\x85", b"\x86", b"\x87")[len(obj)] if len(obj) <= 3 else b"t"
+        elif isinstance(obj, list):
+            out += b"]"  # EMPTY_LIST
+            self.put()
+            for start in range(0, len(obj), 1000):
+                batch = obj[start:start + 1000]
+                if len(batch) == 1:
+                    self.save(batch[0])
+                    out += b"a"  # APPEND
+                else:
+                    out += b"("
+                    for item in batch:
+                        self.save(item)
+                    out += b"e"  # APPENDS
+        elif isinstance(obj, dict):
+            out += b"}"  # EMPTY_DICT
+            self.put()
+            out += b"(" if len(obj) > 1 else b""
+            for key, value in obj.items():
+                self.save(key)
+                self.save(value)
+            out += b"u" if len(obj) > 1 else b"s" if obj else b""  # SETITEMS / SETITEM
+        elif isinstance(obj, host.ndarray):
+            self.save_array(obj)
+        else:
+            raise TypeError(f"python2_pickle cannot write {type(obj).__name__}")
+
+    def save_array(self, array: host.ndarray) -> None:
+        """NumPy 1.x's ``ndarray.__reduce__``: ``_reconstruct(ndarray, (0,), 'b')``, then BUILD with
+        ``(1, shape, dtype, is_fortran, raw bytes)``; the dtype ``dtype('u1', 0, 1)``, then BUILD with
+        its version-3 state ``(3, '|', None, None, None, -1, -1, 0)``."""
+        assert array.dtype == host.uint8 and array.flags.c_contiguous, "only C-ordered uint8 arrays are needed"
+        out = self.out
         out += b"cnumpy.core.multiarray\n_reconstruct\n"  # GLOBAL
-        out += b"(cnumpy\nndarray\n"  # MARK, GLOBAL: the arguments tuple starts with the class
-        _write(out, (0,))
-        _write(out, "b")
-        out += b"tR"  # TUPLE, REDUCE
-        out += b"("
-        _write(out, 1)
-        _write(out, obj.shape)
-        out += b"cnumpy\ndtype\n"  # dtype('u1', 0, 1), then __setstate__ with NumPy 1.x's version-3 state
-        _write(out, ("u1", 0, 1))
+        self.put()
+        out += b"cnumpy\nndarray\n"
+        self.put()
+        self.save((0,), memoize=False)
+        self.save("b", memoize=False)
+        out += b"\x87R"  # TUPLE3, REDUCE
+        self.put()
+        out += b"("  # MARK: the state tuple
+        self.save(1)
+        self.save(array.shape, memoize=False)
+        out += b"cnumpy\ndtype\n"
+        self.put()
+        self.save(("u1", 0, 1), memoize=False)
         out += b"R"
-        _write(out, (3, "|", None, None, None, -1, -1, 0))
+        self.put()
+        self.save((3, "|", None, None, None, -1, -1, 0), memoize=False)
         out += b"b"  # BUILD
-        _write(out, False)
-        _write(out, obj.tobytes())
+        self.save(False)
+        self.save(array.tobytes(), memoize=False)
         out += b"tb"  # TUPLE, BUILD
-    else:
-        raise TypeError(f"python2_pickle cannot write {type(obj).__name__}")
 
 
 # ----------------------------------------------------------------------- real data set, or a stand-in
