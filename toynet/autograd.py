@@ -162,6 +162,24 @@ def _modified_error(fn: GradFn, x: Any, role: str) -> RuntimeError:
         "y.mul_(2)), use the out-of-place form (x = x * 2), or call backward() before the in-place write.")
 
 
+def _mixed_float_error(fn: GradFn, leaf: Any, grad: Any, roots: Sequence[Any]) -> TypeError:
+    """A float32 leaf was handed a float64 gradient: say where float64 came in and how to avoid it."""
+    wanted, got = leaf.dtype.name, grad.dtype.name
+    other = [(i, x) for i, x in enumerate(fn.inputs)
+             if _is_tensor(x) and i not in fn.op.nondifferentiable and x.dtype is not leaf.dtype]
+    where = (f"{fn.op.name} received input {other[0][0]} of shape {tuple(other[0][1].shape)} and dtype "
+             f"{other[0][1].dtype.name} with this {wanted} tensor, so its output and every gradient through it "
+             f"are {got}" if other else f"{got} values came in after {fn.op.name} (the loss is "
+             f"{roots[0].dtype.name}): a {got} tensor, such as data or a loss target made from a NumPy array, "
+             f"was combined with {wanted} ones")
+    what = f"{leaf.name!r}, " if leaf.name else ""
+    fix = "x = x.float()" if wanted == "float32" else f"x = x.to(toynet.{wanted})"
+    return TypeError(
+        f"backward: the {wanted} leaf tensor ({what}shape {tuple(leaf.shape)}) would get a {got} gradient: "
+        f"{where}. Convert the data (and targets) to the model's dtype before the call: {fix} (NumPy makes "
+        f"float64 arrays by default); or compute in one dtype throughout (model.to(toynet.{got})).")
+
+
 # ----------------------------------------------------------------------------------------- the walk
 
 
@@ -266,6 +284,8 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                 elif capture is not None:
                     leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
                 else:
+                    if g.node is None and g.array.dtype is not x.array.dtype and g.array.dtype != x.array.dtype:
+                        raise _mixed_float_error(fn, x, g, roots)
                     _accumulate_leaf(x, g, create_graph, adopted)
             if not retain_graph:
                 fn.inputs = None
