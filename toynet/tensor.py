@@ -73,8 +73,11 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
     result.device = device
     result.grad = None
     result.name = None
-    # A view of its input (reshape, slicing...) is written whenever its input is: it counts its writes there.
-    result._version = inputs[0] if op.may_alias_input else None
+    if op.may_alias_input:  # a view of its input (reshape, slicing...): it counts its writes on its input's
+        result._version = inputs[0]
+        inputs[0]._has_views = True
+    else:
+        result._version = None
     # Only float results carry gradients: comparisons, argmax and the like give bool/int tensors that
     # end the graph, as in PyTorch.
     if requires_grad and mode.grad_enabled and out.dtype.kind == "f":  # a floating-point result
@@ -124,9 +127,11 @@ class Tensor:
     ``a.relu()``, ``toynet.cat``) make more.
     """
 
-    __slots__ = ("array", "node", "device", "requires_grad", "grad", "grad_fn", "name", "_version", "__weakref__")
+    __slots__ = ("array", "node", "device", "requires_grad", "grad", "grad_fn", "name", "_version", "_has_views",
+                 "__weakref__")
     # An eager tensor's data lives in `array`; a lazy one's description lives in `node`. `_version` counts
-    # the in-place writes into its memory: an autograd.Version, None until needed, or the tensor it views.
+    # the in-place writes into its memory: an autograd.Version, None until needed, or the tensor it views;
+    # `_has_views` is set (and only then: read it with getattr) once another tensor views its memory.
 
     def __init__(self, data: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False):
         device = backend.to_device_obj(device)
@@ -300,6 +305,7 @@ class Tensor:
             return mode.current_tracer().detach(self)
         t = Tensor.wrap(self.array, self.device)
         t._version = self   # a view: as in PyTorch, a write through it is seen by backward
+        self._has_views = True
         return t
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":

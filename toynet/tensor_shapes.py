@@ -11,8 +11,8 @@ The writes follow PyTorch's rules. Each one is counted on the tensor's version (
 ``copy_``, ``fill_`` and ``x[i] = v`` cast, as in PyTorch. A leaf that requires grad is written only under
 ``no_grad()`` (optimizers do so), except by ``copy_`` or ``fill_``, which load values into it without
 differentiating anything (unlike PyTorch). On other tensors the arithmetic writes and ``copy_`` are
-differentiable: the tensor takes the write's history, as in PyTorch, unless it is a view of another
-tensor (toynet cannot rewrite the viewed tensor's history, so it refuses rather than give wrong
+differentiable: the tensor takes the write's history, as in PyTorch, unless it shares its memory with
+a view (toynet cannot rewrite the other tensor's history, so it refuses rather than give wrong
 gradients), and backward refuses to differentiate the ops that used the tensor before the write.
 """
 
@@ -181,10 +181,10 @@ class TensorShapeMethods:
         return self.fill_(0)
 
     def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        return _update(self, "add_", _ADD, other if alpha == 1 else other * alpha)
+        return _update(self, "add_", _ADD, other, alpha)
 
     def sub_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        return _update(self, "sub_", _SUB, other if alpha == 1 else other * alpha)
+        return _update(self, "sub_", _SUB, other, alpha)
 
     def mul_(self, other: Any) -> "Tensor":
         return _update(self, "mul_", _MUL, other)
@@ -240,12 +240,13 @@ def _refuse_differentiable(target: Tensor, what: str) -> None:
     """A write that gradients flow through: allowed on a non-leaf whose memory no other tensor views."""
     _refuse_leaf(target, what)
     version = getattr(target, "_version", None)   # a view's is the tensor it views (see autograd.Version)
-    if version is not None and type(version) is not autograd.Version:
+    if version is not None and type(version) is not autograd.Version or getattr(target, "_has_views", False):
         raise RuntimeError(
-            f"{what}: this tensor (shape {tuple(target.shape)}) is a view of another tensor's memory (made by "
-            "reshape, permute, slicing or detach()), and the write involves gradients. toynet can give the view "
-            "the write's history but not the tensor it views, whose gradient would then be wrong. Fix: write "
-            "into a copy (y = x.clone(); y.mul_(2)) or use the out-of-place form (y = x * 2).")
+            f"{what}: this tensor (shape {tuple(target.shape)}) shares its memory with another tensor (it is a "
+            "view made by reshape, permute, slicing or detach(), or one was made of it), and the write involves "
+            "gradients. toynet can give this tensor the write's history but not the other one, whose gradient "
+            "would then be wrong. Fix: write into a copy (y = x.clone(); y.mul_(2)) or use the out-of-place "
+            "form (y = x * 2).")
 
 
 def _check_fits(target: Tensor, what: str, result: Tensor) -> None:
@@ -266,12 +267,12 @@ def _check_fits(target: Tensor, what: str, result: Tensor) -> None:
             f"x = x.to(toynet.{have}).")
 
 
-def _update(target: Tensor, what: str, op: Any, other: Any) -> Tensor:
-    """``target.add_(other)`` and the like: ``target = op(target, other)``, written into target's memory."""
-    if mode.tracer is not None:
-        return target.copy_(apply(op, target, other))   # Graph mode: the tracer records an assignment
+def _update(target: Tensor, what: str, op: Any, other: Any, alpha: Any = 1) -> Tensor:
+    """``target.add_(other)`` and the like: ``target = op(target, other * alpha)``, written into target."""
+    if mode.tracer is not None:   # Graph mode: the tracer records an assignment
+        return target.copy_(apply(op, target, other if alpha == 1 else other * alpha))
     if not (mode.grad_enabled and (target.requires_grad or _requires_grad(other))):
-        result = apply(op, target, other)
+        result = apply(op, target, other if alpha == 1 else other * alpha)
         _check_fits(target, what, result)
         return _store(target, what, result.array)
     _refuse_differentiable(target, what)
@@ -279,7 +280,8 @@ def _update(target: Tensor, what: str, op: Any, other: Any) -> Tensor:
     # old history. (`other` cannot view target's memory: that was refused just above.)
     old = Tensor._make(target.array.copy(), None, target.device, target.requires_grad)
     old.grad_fn = target.grad_fn
-    result = apply(op, old, old if other is target else other)
+    other = old if other is target else other
+    result = apply(op, old, other if alpha == 1 else other * alpha)
     _check_fits(target, what, result)
     _store(target, what, result.array, rebased=True)
     return _take_history(target, result)
@@ -302,7 +304,11 @@ def _write(target: Tensor, what: str, value: Any) -> Tensor:
     else:
         array = backend.as_device_value(value, target.device, target.dtype)
     shape = tuple(getattr(array, "shape", ()))
-    if op_base.broadcast_shapes(what, shape, tuple(target.shape)) != tuple(target.shape):
+    try:
+        fits = op_base.broadcast_shapes(what, shape, tuple(target.shape)) == tuple(target.shape)
+    except ShapeError:
+        fits = False
+    if not fits:
         raise RuntimeError(f"{what}: the source of shape {shape} does not broadcast to the shape "
                            f"{tuple(target.shape)} of the tensor written in place")
     new = None
