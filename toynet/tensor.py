@@ -131,7 +131,7 @@ class Tensor:
                  "__weakref__")
     # An eager tensor's data lives in `array`; a lazy one's description lives in `node`. `_version` counts
     # the in-place writes into its memory: an autograd.Version, None until needed, or the tensor it views;
-    # `_has_views` is set (and only then: read it with getattr) once another tensor views its memory.
+    # `_has_views` is set (and only then: read it with getattr) once an op made a view of it.
 
     def __init__(self, data: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False):
         device = backend.to_device_obj(device)
@@ -154,7 +154,7 @@ class Tensor:
         self.grad = None
         self.grad_fn = None
         self.name = None
-        self._version = None
+        self._version = data if isinstance(data, Tensor) and array is data.array else None  # shared: a view
         if requires_grad and not backend.dtype_of(array).is_floating_point:
             raise RuntimeError(f"only floating-point tensors can require grad, got {backend.dtype_of(array)}")
 
@@ -305,7 +305,6 @@ class Tensor:
             return mode.current_tracer().detach(self)
         t = Tensor.wrap(self.array, self.device)
         t._version = self   # a view: as in PyTorch, a write through it is seen by backward
-        self._has_views = True
         return t
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":

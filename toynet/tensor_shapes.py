@@ -243,7 +243,7 @@ def _refuse_differentiable(target: Tensor, what: str) -> None:
     if version is not None and type(version) is not autograd.Version or getattr(target, "_has_views", False):
         raise RuntimeError(
             f"{what}: this tensor (shape {tuple(target.shape)}) shares its memory with another tensor (it is a "
-            "view made by reshape, permute, slicing or detach(), or one was made of it), and the write involves "
+            "view made by reshape, permute, slicing or detach(), or a view was made of it), and the write involves "
             "gradients. toynet can give this tensor the write's history but not the other one, whose gradient "
             "would then be wrong. Fix: write into a copy (y = x.clone(); y.mul_(2)) or use the out-of-place "
             "form (y = x * 2).")
