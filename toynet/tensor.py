@@ -73,8 +73,8 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
     result.device = device
     result.grad = None
     result.name = None
-    if op.may_alias_input:  # a view of its input (reshape, slicing...): it counts its writes on its input's
-        result._version = inputs[0]
+    if op.may_alias_input and len(inputs) == 1:  # a view of its input (reshape, slicing; indexing with
+        result._version = inputs[0]               # tensors copies): it counts its writes on its input's
         inputs[0]._has_views = True
     else:
         result._version = None

@@ -113,6 +113,16 @@ def test_the_index_of_a_gather_is_read():
         y.backward()
 
 
+def test_a_gather_is_a_copy_so_writing_it_leaves_the_source_alone():
+    x = flow.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    c = flow.tensor([4.0, 5.0, 6.0])
+    y = (x * c).sum()
+    gathered = c[flow.tensor([0, 2])]   # indexing with a tensor copies, as in NumPy and PyTorch
+    gathered.mul_(0)
+    y.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 5.0, 6.0])
+
+
 def test_a_write_after_backward_or_before_the_op_is_fine():
     x = flow.tensor([1.0, 2.0], requires_grad=True)
     c = flow.tensor([3.0, 4.0])
