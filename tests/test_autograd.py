@@ -346,3 +346,42 @@ def test_autograd_grad_with_grad_outputs_and_unused_inputs():
     gx, gu = flow.autograd.grad(y.sum(), [x, unused], allow_unused=True)
     assert gu is None
     np.testing.assert_allclose(gx.numpy(), [2.0, 2.0])
+
+
+# ------------------------------------------------------------------------------- dtypes of gradients
+
+
+def _linear_step(data, target=None):
+    flow.manual_seed(0)
+    model = flow.nn.Linear(3, 2)
+    opt = flow.optim.SGD(model.parameters(), lr=0.1)
+    out = model(data)
+    loss = (out.sum() if target is None else flow.nn.functional.mse_loss(out, target))
+    loss.backward()
+    opt.step()
+    return model
+
+
+def test_float64_data_into_a_float32_model_names_the_op_the_input_and_the_fix():
+    # Issue 10, finding 10: the error came from optimizer.step and named only the parameter's and the
+    # gradient's dtypes. backward now says which op met which input, and how to fix it.
+    data = flow.tensor(np.ones((4, 3)))                     # NumPy's float64
+    with pytest.raises(TypeError) as error:
+        _linear_step(data)
+    message = str(error.value)
+    assert "float32 leaf tensor" in message and "would get a float64 gradient" in message
+    assert "linear received input 0 of shape (4, 3) and dtype float64" in message
+    assert "x = x.float()" in message
+    assert _linear_step(data.float()).weight.grad.dtype is flow.float32   # the fix works
+
+
+def test_int_data_into_a_float32_model_is_named_too():
+    with pytest.raises(TypeError, match=r"linear received input 0 of shape \(1, 3\) and dtype int64"):
+        _linear_step(flow.tensor([[1, 2, 3]]))
+
+
+def test_a_float64_target_is_pointed_at_through_the_loss():
+    data = flow.ones(4, 3)
+    with pytest.raises(TypeError, match=r"float64 values came in after linear \(the loss is float64\).*target"):
+        _linear_step(data, flow.tensor(np.ones((4, 2))))
+    _linear_step(data, flow.tensor(np.ones((4, 2))).float())

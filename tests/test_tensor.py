@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import toynet as flow
+from toynet.autograd import version_of
 
 # -------------------------------------------------------------------------------------------- creation
 
@@ -255,6 +256,28 @@ def test_in_place_methods_write_without_recording(device):
     np.testing.assert_array_equal(t.numpy(), [1.0, 2.0, 3.0])
     t.zero_()
     assert t.tolist() == [0.0, 0.0, 0.0] and t.grad_fn is None
+    t.fill_(6.0)
+    t.div_(flow.tensor([2.0, 3.0, 4.0], device=device))
+    t.sub_(1.0, alpha=0.5)
+    np.testing.assert_array_equal(t.numpy(), [2.5, 1.5, 1.0])
+
+
+def test_every_write_is_counted_on_the_memory_views_share():
+    t = flow.zeros(2, 3)
+    view, detached, alias = t[0], t.detach(), flow.Tensor(t)
+    assert version_of(t).n == 0
+    t.add_(1.0)
+    view.mul_(2.0)                      # through a view of a row
+    detached[1] = 5.0                   # through detach()
+    alias.fill_(0.0)                    # through Tensor(t), which shares t's memory
+    t.T.zero_()                         # through a view made of a view
+    t.data = flow.ones(2, 3)            # new memory behind t: what backward saved of t is gone
+    assert version_of(t).n == 6
+    for other in (view, detached, alias):
+        assert version_of(other) is version_of(t)
+    copy = flow.tensor(t)               # toynet.tensor copies: its own memory, its own count
+    copy.add_(1.0)
+    assert version_of(copy).n == 1 and version_of(t).n == 6
 
 
 # -------------------------------------------------------------------------------------------- devices

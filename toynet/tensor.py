@@ -73,6 +73,11 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
     result.device = device
     result.grad = None
     result.name = None
+    if op.may_alias_input and len(inputs) == 1:  # a view of its input (reshape, slicing; indexing with
+        result._version = inputs[0]               # tensors copies): it counts its writes on its input's
+        inputs[0]._has_views = True
+    else:
+        result._version = None
     # Only float results carry gradients: comparisons, argmax and the like give bool/int tensors that
     # end the graph, as in PyTorch.
     if requires_grad and mode.grad_enabled and out.dtype.kind == "f":  # a floating-point result
@@ -122,8 +127,11 @@ class Tensor:
     ``a.relu()``, ``toynet.cat``) make more.
     """
 
-    __slots__ = ("array", "node", "device", "requires_grad", "grad", "grad_fn", "name", "__weakref__")
-    # An eager tensor's data lives in `array`; a lazy one's description lives in `node`.
+    __slots__ = ("array", "node", "device", "requires_grad", "grad", "grad_fn", "name", "_version", "_has_views",
+                 "__weakref__")
+    # An eager tensor's data lives in `array`; a lazy one's description lives in `node`. `_version` counts
+    # the in-place writes into its memory: an autograd.Version, None until needed, or the tensor it views;
+    # `_has_views` is set (and only then: read it with getattr) once an op made a view of it.
 
     def __init__(self, data: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False):
         device = backend.to_device_obj(device)
@@ -146,6 +154,7 @@ class Tensor:
         self.grad = None
         self.grad_fn = None
         self.name = None
+        self._version = data if isinstance(data, Tensor) and array is data.array else None  # shared: a view
         if requires_grad and not backend.dtype_of(array).is_floating_point:
             raise RuntimeError(f"only floating-point tensors can require grad, got {backend.dtype_of(array)}")
 
@@ -163,7 +172,7 @@ class Tensor:
     def _make(cls, array: Any, node: Any, device: Device, requires_grad: bool) -> "Tensor":
         t = cls.__new__(cls)
         t.array, t.node, t.device, t.requires_grad = array, node, device, requires_grad
-        t.grad = t.grad_fn = t.name = None
+        t.grad = t.grad_fn = t.name = t._version = None
         return t
 
     def _weakref(self):
@@ -199,7 +208,9 @@ class Tensor:
 
     @data.setter
     def data(self, value: "Tensor") -> None:
+        # New memory behind the same tensor: what backward saved of it is no longer there (counted as a write).
         self.array = value.array if isinstance(value, Tensor) else value
+        autograd.note_write(self, ".data =")
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[dim]
@@ -292,7 +303,9 @@ class Tensor:
         """A tensor sharing this one's data but cut from the graph (no grad_fn, no requires_grad)."""
         if self.node is not None:
             return mode.current_tracer().detach(self)
-        return Tensor.wrap(self.array, self.device)
+        t = Tensor.wrap(self.array, self.device)
+        t._version = self   # a view: as in PyTorch, a write through it is seen by backward
+        return t
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if not self.is_leaf:
@@ -331,33 +344,6 @@ class Tensor:
 
     def new_zeros(self, *size: Any) -> "Tensor":
         return self.new_full(shape_arg(size), 0)
-
-    # ---------------------------------------------------------------------- in place (no grad)
-
-    def copy_(self, src: Any) -> "Tensor":
-        """Overwrite this tensor's values with ``src`` (broadcast and cast to this dtype).
-
-        In-place writes are for state (parameters, running statistics) and are not differentiated.
-        """
-        if mode.tracer is not None:
-            return mode.tracer.assign(self, src)
-        if isinstance(src, Tensor):
-            if src.device != self.device:
-                src = src.to(self.device)
-            value = src.array
-        else:
-            value = backend.as_device_value(src, self.device, self.dtype)
-        self.array[...] = value
-        return self
-
-    def zero_(self) -> "Tensor":
-        return self.fill_(0)
-
-    def fill_(self, value: float) -> "Tensor":
-        if mode.tracer is not None:
-            return mode.tracer.assign(self, value)
-        self.array[...] = value
-        return self
 
 
 def _is_float_data(data: Any) -> bool:

@@ -25,15 +25,6 @@ _ADD, _SUB, _MUL, _DIV, _NEG, _POW, _MATMUL, _RESHAPE, _PERMUTE, _GETITEM = (
 class TensorMethods:
     """Attached to :class:`~toynet.tensor.Tensor` below; never instantiated."""
 
-    def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
-        return self.copy_(self + other * alpha if alpha != 1.0 else self + other)
-
-    def sub_(self, other: Any) -> "Tensor":
-        return self.copy_(self - other)
-
-    def mul_(self, other: Any) -> "Tensor":
-        return self.copy_(self * other)
-
     # ----------------------------------------------------------------------------- devices
 
     def to(self, *args: Any, **kwargs: Any) -> "Tensor":

@@ -1,15 +1,26 @@
-"""The shape and indexing methods of :class:`~toynet.tensor.Tensor`: reshape, permute, expand, ``x[i]``...
+"""The shape, indexing and in-place methods of :class:`~toynet.tensor.Tensor`: reshape, permute, expand,
+``x[i]``, and the writes ``x[i] = v``, ``copy_``, ``fill_``, ``add_``...
 
-Like :mod:`toynet.tensor_methods`, they read arguments the way PyTorch does and call one op; the rules
-that check the arguments live beside the ops in :mod:`toynet.ops.shape`, so Eager mode and Graph mode
-share them.
+Like :mod:`toynet.tensor_methods`, the shape methods read arguments the way PyTorch does and call one op;
+the rules that check the arguments live beside the ops in :mod:`toynet.ops.shape`, so Eager mode and
+Graph mode share them.
+
+The writes follow PyTorch's rules. Each one is counted on the tensor's version (see
+:mod:`toynet.autograd`), so backward refuses a vjp whose saved tensors changed. ``add_``, ``sub_``,
+``mul_`` and ``div_`` refuse a result their tensor's dtype cannot hold (``int_tensor.add_(0.5)``);
+``copy_``, ``fill_`` and ``x[i] = v`` cast, as in PyTorch. A leaf that requires grad is written only under
+``no_grad()`` (optimizers do so), except by ``copy_`` or ``fill_``, which load values into it without
+differentiating anything (unlike PyTorch). On other tensors the arithmetic writes and ``copy_`` are
+differentiable: the tensor takes the write's history, as in PyTorch, unless it shares its memory with
+a view (toynet cannot rewrite the other tensor's history, so it refuses rather than give wrong
+gradients), and backward refuses to differentiate the ops that used the tensor before the write.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import backend, mode
+from . import autograd, backend, mode
 from .ops import OPS, ShapeError
 from .ops import _op as op_base
 from .ops.shape import TENSOR_INDEX, resolve_reshape, shape_arg, split_index
@@ -17,6 +28,7 @@ from .tensor import Tensor, apply
 from .tensor_methods import attach
 
 _RESHAPE, _PERMUTE, _GETITEM = OPS["reshape"], OPS["permute"], OPS["getitem"]
+_ADD, _SUB, _MUL, _DIV, _IDENTITY = (OPS[n] for n in ("add", "sub", "mul", "div", "identity"))
 
 
 class TensorShapeMethods:
@@ -126,18 +138,59 @@ class TensorShapeMethods:
         return apply(_GETITEM, self, *tensors, index=spec)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """In-place assignment ``t[index] = value``; not differentiated, and only in Eager mode."""
+        """In-place assignment ``t[index] = value`` (cast to ``t``'s dtype); not differentiated, and
+        only in Eager mode."""
         if self.is_lazy:
             raise RuntimeError("item assignment (t[i] = v) is not supported inside nn.Graph.build(); build "
                                "the value with toynet.where or toynet.cat instead")
-        if self.requires_grad and mode.grad_enabled:
-            raise RuntimeError("item assignment on a tensor that requires grad would break its gradient; do "
-                               "it under toynet.no_grad() or on a detached tensor")
+        if mode.grad_enabled and (self.requires_grad or _requires_grad(value)):
+            _refuse_leaf(self, "item assignment (t[i] = v)")
+            which = "a tensor that requires grad" if self.requires_grad else "a value that requires grad"
+            raise RuntimeError(f"item assignment (t[i] = v) into {which} is not differentiated by toynet, so "
+                               "the gradient would be wrong; do it under toynet.no_grad() or on a detached "
+                               "tensor, or build the new tensor with toynet.where or toynet.cat")
         spec, tensors = split_index(index, Tensor, self.device)
         arrays = iter(t.array for t in tensors)
         resolved = tuple(next(arrays) if item == TENSOR_INDEX else item for item in spec)
         self.array[resolved] = value.to(self.device).array if isinstance(value, Tensor) else \
             backend.as_device_value(value, self.device, self.dtype)
+        autograd.note_write(self, "item assignment (t[i] = v)")
+
+    # ------------------------------------------------------------------------------ writes
+
+    def copy_(self, src: Any) -> "Tensor":
+        """Overwrite this tensor's values with ``src``, broadcast to its shape and cast to its dtype.
+
+        Differentiable when ``src`` requires grad (the gradient reaches ``src``); counted as a write, so
+        backward refuses to use an older value of this tensor that it saved.
+        """
+        if mode.tracer is not None:
+            return mode.tracer.assign(self, src)
+        return _write(self, "copy_", src)
+
+    def fill_(self, value: Any) -> "Tensor":
+        """Set every element to ``value`` (a number or a 0-d tensor), cast to this tensor's dtype."""
+        if mode.tracer is not None:
+            return mode.tracer.assign(self, value)
+        if isinstance(value, Tensor) and value.ndim:
+            raise RuntimeError(f"fill_: the value must be a number or a 0-d tensor, got shape "
+                               f"{tuple(value.shape)}; use copy_ to write a tensor")
+        return _write(self, "fill_", value)
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0)
+
+    def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
+        return _update(self, "add_", _ADD, other, alpha)
+
+    def sub_(self, other: Any, alpha: float = 1.0) -> "Tensor":
+        return _update(self, "sub_", _SUB, other, alpha)
+
+    def mul_(self, other: Any) -> "Tensor":
+        return _update(self, "mul_", _MUL, other)
+
+    def div_(self, other: Any) -> "Tensor":
+        return _update(self, "div_", _DIV, other)
 
     def chunk(self, chunks: int, dim: int = 0) -> list["Tensor"]:
         if chunks < 1:
@@ -161,6 +214,125 @@ class TensorShapeMethods:
             pieces.append(self[index])
             start += s
         return pieces
+
+
+# ---------------------------------------------------------------------------------------- writing
+
+
+# PyTorch's casting rule for in-place results: bool < integers < floats; a write may not go down.
+_KIND = {(False, True): 0, (False, False): 1, (True, False): 2}
+
+
+def _requires_grad(value: Any) -> bool:
+    return isinstance(value, Tensor) and value.requires_grad
+
+
+def _refuse_leaf(target: Tensor, what: str) -> None:
+    if target.requires_grad and target.grad_fn is None:
+        raise RuntimeError(
+            f"{what}: a leaf Variable that requires grad is being used in an in-place operation (a tensor of "
+            f"shape {tuple(target.shape)} made with requires_grad=True, or a parameter). backward() would "
+            "compute its gradient for values it no longer has. Fix: update it under `with toynet.no_grad():`, "
+            "as optimizers do, or compute a new tensor out of place (y = x * 2).")
+
+
+def _refuse_differentiable(target: Tensor, what: str) -> None:
+    """A write that gradients flow through: allowed on a non-leaf whose memory no other tensor views."""
+    _refuse_leaf(target, what)
+    version = getattr(target, "_version", None)   # a view's is the tensor it views (see autograd.Version)
+    if version is not None and type(version) is not autograd.Version or getattr(target, "_has_views", False):
+        raise RuntimeError(
+            f"{what}: this tensor (shape {tuple(target.shape)}) shares its memory with another tensor (it is a "
+            "view made by reshape, permute, slicing or detach(), or a view was made of it), and the write involves "
+            "gradients. toynet can give this tensor the write's history but not the other one, whose gradient "
+            "would then be wrong. Fix: write into a copy (y = x.clone(); y.mul_(2)) or use the out-of-place "
+            "form (y = x * 2).")
+
+
+def _check_fits(target: Tensor, what: str, result: Tensor) -> None:
+    """An arithmetic write keeps its tensor's shape and dtype; refuse results that do not fit (as PyTorch)."""
+    if tuple(result.shape) != tuple(target.shape):
+        raise RuntimeError(
+            f"{what}: output with shape {tuple(target.shape)} doesn't match the broadcast shape "
+            f"{tuple(result.shape)}: an in-place op cannot change its tensor's shape. Fix: use the out-of-place "
+            f"form, y = x.{what[:-1]}(other), or an `other` that broadcasts to {tuple(target.shape)}.")
+    if _KIND[result.dtype.is_floating_point, result.dtype is backend.bool_] > \
+            _KIND[target.dtype.is_floating_point, target.dtype is backend.bool_]:
+        have, want = result.dtype.name, target.dtype.name
+        example = " (0.5 would become 0)" if result.dtype.is_floating_point else ""
+        raise RuntimeError(
+            f"{what}: result type {have} can't be cast to the desired output type {want}: an in-place op keeps "
+            f"its tensor's dtype, and {have} values written into a {want} tensor would be changed{example}. "
+            f"Fix: use the out-of-place form, y = x.{what[:-1]}(other), which gives {have}; or convert first, "
+            f"x = x.to(toynet.{have}).")
+
+
+def _update(target: Tensor, what: str, op: Any, other: Any, alpha: Any = 1) -> Tensor:
+    """``target.add_(other)`` and the like: ``target = op(target, other * alpha)``, written into target."""
+    if mode.tracer is not None:   # Graph mode: the tracer records an assignment
+        return target.copy_(apply(op, target, other if alpha == 1 else other * alpha))
+    if not (mode.grad_enabled and (target.requires_grad or _requires_grad(other))):
+        result = apply(op, target, other if alpha == 1 else other * alpha)
+        _check_fits(target, what, result)
+        return _store(target, what, result.array)
+    _refuse_differentiable(target, what)
+    # The op's vjp may read target's old value, which the write destroys: it gets a copy, carrying the
+    # old history. (`other` cannot view target's memory: that was refused just above.)
+    old = Tensor._make(target.array.copy(), None, target.device, target.requires_grad)
+    old.grad_fn = target.grad_fn
+    other = old if other is target else other
+    result = apply(op, old, other if alpha == 1 else other * alpha)
+    _check_fits(target, what, result)
+    _store(target, what, result.array, rebased=True)
+    return _take_history(target, result)
+
+
+def _write(target: Tensor, what: str, value: Any) -> Tensor:
+    """``copy_`` and ``fill_``: overwrite with ``value``, broadcast and cast (truncating, as PyTorch).
+
+    Overwriting a leaf that requires grad (loading weights) is allowed outside ``no_grad()``, unlike
+    PyTorch, and not differentiated: the leaf stays a leaf, and backward refuses the ops that saved its
+    old values."""
+    loading = target.requires_grad and target.grad_fn is None
+    recording = mode.grad_enabled and not loading and (target.requires_grad or _requires_grad(value))
+    if recording:
+        _refuse_differentiable(target, what)
+    if isinstance(value, Tensor):
+        if value.device != target.device:
+            value = value.to(target.device)
+        array = value.array
+    else:
+        array = backend.as_device_value(value, target.device, target.dtype)
+    shape = tuple(getattr(array, "shape", ()))
+    try:
+        fits = op_base.broadcast_shapes(what, shape, tuple(target.shape)) == tuple(target.shape)
+    except ShapeError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"{what}: the source of shape {shape} does not broadcast to the shape "
+                           f"{tuple(target.shape)} of the tensor written in place")
+    new = None
+    if recording and isinstance(value, Tensor):
+        # The tensor's new history: a copy of the source, cast and broadcast to the tensor's dtype and shape.
+        new = apply(_IDENTITY, value.to(target.dtype))
+        if tuple(new.shape) != tuple(target.shape):
+            new = new.expand(*target.shape)
+    _store(target, what, array, rebased=recording)
+    return _take_history(target, new) if recording else target
+
+
+def _store(target: Tensor, what: str, array: Any, rebased: bool = False) -> Tensor:
+    target.array[...] = array
+    autograd.note_write(target, what, rebased)
+    return target
+
+
+def _take_history(target: Tensor, result: Tensor | None) -> Tensor:
+    """After a differentiable write, ``target`` holds ``result``'s values: it takes its grad_fn too
+    (and with a constant written, it no longer depends on anything that requires grad)."""
+    target.grad_fn = None if result is None else result.grad_fn
+    target.requires_grad = result is not None and result.requires_grad
+    return target
 
 
 attach(TensorShapeMethods, Tensor)
