@@ -436,3 +436,13 @@ def test_random_programs_with_writes_give_right_gradients_or_raise(steps, x_valu
     theirs = outcome(torch, x_values, steps)
     if ours is not None and theirs is not None:
         np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
+
+
+def test_a_parameter_shares_the_write_count_of_the_tensor_it_wraps():
+    t = flow.ones(3)
+    p = flow.nn.Parameter(t)      # the same memory as t
+    loss = (p * p).sum()
+    with flow.no_grad():
+        t.mul_(2)                 # changes p's values, which the product saved
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

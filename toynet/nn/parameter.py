@@ -25,6 +25,8 @@ class Parameter(Tensor):
             raise RuntimeError("cannot make a Parameter from a lazy tensor inside nn.Graph.build(); create "
                                "parameters in the module's __init__")
         self.array = data.array
+        # It shares the wrapped tensor's memory, so it shares its count of writes (see toynet.autograd.Version).
+        self._version = data
         self.node = None
         self.device = data.device
         self.grad = None
