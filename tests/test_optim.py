@@ -365,3 +365,24 @@ def test_switching_momentum_on_later_matches_pytorch():
     for (w, b), (tw, tb) in zip(ours, theirs):
         np.testing.assert_allclose(w, tw, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(b, tb, rtol=1e-5, atol=1e-6)
+
+
+def test_dampening_switched_on_after_the_first_step_saves_and_loads_without_a_step_slot():
+    def dampening_on(opt, i):
+        if i == 0:
+            opt.param_groups[0]["dampening"] = 0.5
+
+    straight, _, _ = train_toynet(lambda p: SGD(p, lr=0.1, momentum=0.9), 4, on_step=dampening_on)
+    _, opt, (w, b) = train_toynet(lambda p: SGD(p, lr=0.1, momentum=0.9), 2, on_step=dampening_on)
+    assert all(set(s) == {"momentum_buffer"} for s in opt.state.values())  # the rule does without "step"
+    w2, b2 = make_params()
+    w2.copy_(w)
+    b2.copy_(b)
+    resumed = SGD([w2, b2], lr=0.1, momentum=0.9, dampening=0.5)
+    resumed.load_state_dict(opt.state_dict())  # a slot set without the optional "step" loads
+    assert all(set(s) == {"momentum_buffer"} for s in resumed.state.values())
+    for i in range(2, 4):
+        resumed.zero_grad()
+        loss_of(w2, b2, flow.tensor(XS[i])).backward()
+        resumed.step()
+    np.testing.assert_array_equal(w2.numpy(), straight[-1][0])
