@@ -31,11 +31,12 @@ except ImportError:  # pragma: no cover - other Pythons
     _raw = signal
 
 _SIGINT = signal.SIGINT
+_get_ident = threading.get_ident
 _main_thread = threading.main_thread
-_current_thread = threading.current_thread
 
-_depth = 0                # sections open in the main thread (only the outermost installs the recorder)
-_previous: Any = None     # the handler the outermost section replaced
+# State of the main thread's sections (other threads never touch it).
+_depth = 0                # sections open
+_previous: Any = None     # the handler the outermost section replaced (None: it installed nothing)
 _pending: tuple | None = None  # (signum, frame) of a SIGINT received inside the section
 
 
@@ -49,33 +50,30 @@ class defer_interrupts:
 
     Delivery calls the handler that was installed before the block (``KeyboardInterrupt`` for Python's
     default), also when the block raised: the interrupt then wins, with the block's error as context.
+    The instances hold nothing (the state is the main thread's), so one can be reused.
     """
 
-    __slots__ = ("_active",)
+    __slots__ = ()
 
     def __enter__(self) -> "defer_interrupts":
         global _depth, _previous, _pending
-        self._active = False
-        if _current_thread() is not _main_thread():
+        if _get_ident() != _main_thread().ident:
             return self
         if _depth == 0:
             previous = _raw.getsignal(_SIGINT)
-            if not callable(previous):  # SIG_IGN, SIG_DFL or a handler set outside Python: leave it alone
-                return self
-            _pending = None
-            _raw.signal(_SIGINT, _record)  # (runs a SIGINT already waiting first, with the old handler)
-            _previous = previous
+            if callable(previous):  # not SIG_IGN, SIG_DFL or a handler set outside Python (None)
+                _pending = None
+                _raw.signal(_SIGINT, _record)  # (may first run a SIGINT already waiting, with the old handler)
+                _previous = previous
         _depth += 1
-        self._active = True
         return self
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         global _depth, _previous, _pending
-        if not self._active:
+        if _get_ident() != _main_thread().ident:
             return
-        self._active = False
         _depth -= 1
-        if _depth:
+        if _depth or _previous is None:
             return
         previous, _previous = _previous, None
         _raw.signal(_SIGINT, previous)
@@ -85,5 +83,5 @@ class defer_interrupts:
 
 
 def interrupts_deferred() -> bool:
-    """True inside a :class:`defer_interrupts` block of the main thread (for tests and assertions)."""
-    return _depth > 0
+    """True inside a :class:`defer_interrupts` block of the main thread that holds SIGINTs back."""
+    return _previous is not None and _get_ident() == _main_thread().ident
