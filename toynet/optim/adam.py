@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-import numpy
-
 from .. import backend
 from ..creation import zeros, zeros_like
 from ..tensor import Tensor
@@ -64,7 +62,7 @@ class Adam(Optimizer):
     def check_slot(self, name: str, values: Any) -> str | None:
         if name in ("exp_avg_sq", "max_exp_avg_sq") and (values < 0).any():
             return "holds negative values: a second moment (a mean of squares) is never negative"
-        if name == "step" and not ((values >= 0) & (values == numpy.trunc(values))).all():
+        if name == "step" and not ((values >= 0) & (values == backend.host.trunc(values))).all():
             return "holds a step count that is not a whole number >= 0"
         return None
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy
-
 from .. import backend
 from ..tensor import Tensor
+
+_np = backend.host  # NumPy, for the host-side checks
 
 _NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats
 _KIND_NAMES = {"U": "strings", "S": "bytes", "O": "Python objects", "c": "complex numbers", "V": "raw records",
@@ -44,9 +44,9 @@ def prepared(value: Any, shape: tuple, dtype: backend.DType, device: backend.Dev
         if value.node is not None:
             raise TypeError("holds a lazy tensor (made inside nn.Graph.build), which has no value to load")
         array, source = value.array, value.device
-    elif isinstance(value, (numpy.ndarray, numpy.generic, int, float, list, tuple)):
+    elif isinstance(value, (_np.ndarray, _np.generic, int, float, list, tuple)):
         try:
-            array = numpy.asarray(value)
+            array = _np.asarray(value)
         except (ValueError, TypeError, OverflowError) as error:
             raise TypeError(f"holds a {type(value).__name__} that is not an array of numbers ({error})") from None
         source = backend.CPU
@@ -71,25 +71,25 @@ def prepared(value: Any, shape: tuple, dtype: backend.DType, device: backend.Dev
     return ready if source == device else ready.to(device)
 
 
-def _cast_problem(host: numpy.ndarray, dtype: backend.DType) -> str | None:
+def _cast_problem(host: Any, dtype: backend.DType) -> str | None:
     """Why ``host``'s values do not fit ``dtype`` (None when they do)."""
     if host.size == 0 or host.dtype == dtype.array_dtype:
         return None
     if dtype.is_floating_point:
         if host.dtype.kind != "f" or host.dtype.itemsize <= dtype.itemsize:
             return None  # integers and narrower floats always fit (rounded, as Tensor.copy_ documents)
-        finite = host[numpy.isfinite(host)]
-        limit = numpy.finfo(dtype.array_dtype).max
-        if finite.size and numpy.abs(finite).max() > limit:
-            return f"holds values as large as {numpy.abs(finite).max():g}, beyond {dtype}'s range (±{limit:g})"
+        finite = host[_np.isfinite(host)]
+        limit = _np.finfo(dtype.array_dtype).max
+        if finite.size and _np.abs(finite).max() > limit:
+            return f"holds values as large as {_np.abs(finite).max():g}, beyond {dtype}'s range (±{limit:g})"
         return None
     if host.dtype.kind == "f":
-        if not numpy.isfinite(host).all() or (host != numpy.trunc(host)).any():
+        if not _np.isfinite(host).all() or (host != _np.trunc(host)).any():
             return f"holds fractional or non-finite {host.dtype} values; a {dtype} entry takes whole numbers only"
     if dtype is backend.bool_:
         low, high = 0, 1
     else:
-        info = numpy.iinfo(dtype.array_dtype)
+        info = _np.iinfo(dtype.array_dtype)
         low, high = info.min, info.max
     if host.min() < low or host.max() > high:
         return f"holds values from {host.min()} to {host.max()}, beyond {dtype}'s range [{low}, {high}]"
