@@ -292,7 +292,7 @@ class Optimizer:
         except ShapeMismatch as error:
             raise ValueError(f"{where} has shape {error.got}, the parameter needs {error.expected}") from None
         except (TypeError, ValueError) as error:
-            raise type(error)(f"{where} {error}") from None
+            raise (TypeError if isinstance(error, TypeError) else ValueError)(f"{where} {error}") from None
         if problem:
             raise ValueError(f"{where} {problem}")
         if ready.array is value or ready.array is getattr(value, "array", None) or not backend.owns_memory(ready.array):
