@@ -227,3 +227,51 @@ def test_non_strict_load_ignores_unknown_keys_and_missing_modules():
     target.load_state_dict(state, strict=False)
     np.testing.assert_array_equal(model[0].weight.numpy(), source.model[0].weight.numpy())
     assert target.state_dict()["System-Train-TrainStep"].numpy().tolist() == [2]
+
+
+def graph_with(optimizer_of):
+    model = make_model()
+    optimizer = optimizer_of(model)
+
+    class TrainGraph(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(optimizer)
+
+        def build(self, x, y):
+            loss = nn.MSELoss()(self.model(x), y)
+            loss.backward()
+            return loss
+
+    return TrainGraph(), model, optimizer
+
+
+def test_the_slots_follow_the_hyper_parameters_being_loaded():
+    source, _, _ = graph_with(lambda m: flow.optim.Adam(m.parameters(), lr=0.01, amsgrad=True))
+    run(source, BATCHES[:2])
+    state = source.state_dict()
+    target, model, optimizer = graph_with(lambda m: flow.optim.Adam(m.parameters(), lr=0.01))
+    target.load_state_dict(state)  # amsgrad comes with the groups, so the max_v slots are expected
+    assert optimizer.param_groups[0]["amsgrad"] is True
+    weight = model[0].weight
+    assert set(optimizer.state[weight]) == {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+    np.testing.assert_array_equal(optimizer.state[weight]["max_exp_avg_sq"].numpy(),
+                                  state["model.0.weight-max_v"].numpy())
+    np.testing.assert_array_equal(run(target, BATCHES[2:4]), run(source, BATCHES[2:4]))
+
+
+def test_a_parameters_slots_come_together_unless_not_strict():
+    source, _, _ = graph_with(lambda m: flow.optim.Adam(m.parameters(), lr=0.01))
+    run(source, BATCHES[:2])
+    state = source.state_dict()
+    del state["model.0.weight-v"]
+    target, model, optimizer = graph_with(lambda m: flow.optim.Adam(m.parameters(), lr=0.01))
+    with pytest.raises(RuntimeError, match=r"missing key\(s\) \['model.0.weight-v'\]"):
+        target.load_state_dict(state)
+    assert optimizer.state == {}
+    target.load_state_dict(state, strict=False)
+    weight = model[0].weight
+    np.testing.assert_array_equal(optimizer.state[weight]["exp_avg"].numpy(), state["model.0.weight-m"].numpy())
+    assert not optimizer.state[weight]["exp_avg_sq"].numpy().any()  # (not given: a fresh slot)
+

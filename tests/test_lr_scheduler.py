@@ -136,6 +136,39 @@ def test_lambda_is_not_saved_and_bad_state_is_rejected():
     assert scheduler.state_dict() == before
 
 
+@pytest.mark.parametrize("change, error, message", [
+    (lambda sd: sd.pop("gamma"), ValueError, r"missing keys \['gamma'\] \(was it saved by another kind"),
+    (lambda sd: sd.update(step_size=0), ValueError, "step_size must be a positive integer"),
+    (lambda sd: sd.update(gamma="x"), TypeError, "gamma must be a number"),
+    (lambda sd: sd.update(gamma=float("nan")), ValueError, "gamma must be finite"),
+    (lambda sd: sd.update(last_epoch=-2), ValueError, "last_epoch must be an integer >= -1"),
+    (lambda sd: sd.update(last_epoch=2.0), ValueError, "last_epoch must be an integer"),
+    (lambda sd: sd.update(base_lrs=[0.1, -1.0]), ValueError, "Invalid learning rate: -1.0"),
+    (lambda sd: sd.update(_last_lr=[0.1, "x"]), TypeError, "_last_lr must be a real number"),
+    (lambda sd: sd.update(base_lrs=0.1), ValueError, "base_lrs has 0.1 entries"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_a_bad_scheduler_state_is_refused_whole(change, error, message):
+    scheduler = lr_scheduler.StepLR(groups(flow), step_size=3, gamma=0.5)
+    source = lr_scheduler.StepLR(groups(flow, lrs=(0.2, 0.4)), step_size=5, gamma=0.1)
+    for _ in range(7):
+        source.step()
+    state = source.state_dict()
+    change(state)
+    before = scheduler.state_dict()
+    with pytest.raises(error, match=message):
+        scheduler.load_state_dict(state)
+    assert scheduler.state_dict() == before
+
+
+def test_milestones_are_checked_and_kept_sorted_when_loaded():
+    scheduler = lr_scheduler.MultiStepLR(groups(flow), milestones=[2, 5])
+    state = scheduler.state_dict()
+    with pytest.raises(TypeError, match="milestones must be integers"):
+        scheduler.load_state_dict({**state, "milestones": [1, 2.5]})
+    scheduler.load_state_dict({**state, "milestones": (9, 3, 3)})
+    assert scheduler.milestones == [3, 3, 9]
+
+
 @pytest.mark.parametrize("build, error, message", [
     (lambda o: lr_scheduler.StepLR(o, step_size=0), ValueError, "step_size must be a positive integer"),
     (lambda o: lr_scheduler.StepLR(o, step_size=2.5), ValueError, "step_size"),

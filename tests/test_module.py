@@ -224,6 +224,34 @@ def test_failed_load_names_the_problems_and_changes_nothing():
     np.testing.assert_array_equal(net.head[0].bias.numpy(), before["head.0.bias"])
 
 
+def test_load_checks_values_against_each_dtype_before_copying(device):
+    net = Net().to(device)
+    good = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    before = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    cases = [
+        ({"block.steps": np.array([2.5])}, r"'block.steps' holds fractional or non-finite float64 values"),
+        ({"block.steps": np.array([2 ** 70], dtype=np.float64)}, r"beyond toynet.int64's range"),
+        ({"mean": np.array(["a", "b"])}, r"'mean' holds strings \(<U1\)"),
+        ({"mean": np.array([1 + 2j, 0])}, r"'mean' holds complex numbers"),
+        ({"mean": np.array([None, None])}, r"'mean' holds Python objects"),
+        ({"mean": [[1.0], [2.0, 3.0]]}, r"'mean' holds a list that is not an array of numbers"),
+        ({"mean": np.array([1e39, 0.0])}, r"'mean' holds values as large as 1e\+39, beyond toynet.float32's range"),
+        ({"mean": "fast"}, r"'mean' holds a str, not a tensor"),
+    ]
+    for change, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            net.load_state_dict({**good, **{k: v + 1 if k != "block.steps" else v for k, v in good.items()},
+                                 **change})
+        for key, value in net.state_dict().items():
+            np.testing.assert_array_equal(value.numpy(), before[key], err_msg=f"{key} changed by a failed load")
+    # What fits is cast: whole floats into the int64 buffer, ints and float64 into float32, on the device.
+    net.load_state_dict({**good, "block.steps": np.array([7.0]), "mean": np.array([1, 2], dtype=np.int16),
+                         "block.scale": np.full(4, 0.1)})
+    assert net.block.steps.dtype is flow.int64 and net.block.steps.numpy().tolist() == [7]
+    assert net.mean.device == device and net.mean.numpy().tolist() == [1.0, 2.0]
+    np.testing.assert_array_equal(net.block.scale.numpy(), np.full(4, 0.1, np.float32))
+
+
 # ================================================================================== modes and dtypes
 
 

@@ -265,7 +265,7 @@ def test_load_state_dict_validates_everything_first():
     cases = [
         (lambda sd: sd["param_groups"].append(dict(sd["param_groups"][0])), "2 parameter groups"),
         (lambda sd: sd["param_groups"][0].update(params=[0]), "has 1 parameters"),
-        (lambda sd: sd["param_groups"][0].update(lr=-1.0), "invalid learning rate"),
+        (lambda sd: sd["param_groups"][0].update(lr=-1.0), "Invalid learning rate: -1.0"),
         (lambda sd: sd["state"][1].update(momentum_buffer=flow.zeros(3)), r"shape \(3,\)"),
         (lambda sd: sd["state"][1].pop("momentum_buffer"), "expected slots"),
         (lambda sd: sd["state"].update({7: {}}), "parameter 7"),
@@ -293,15 +293,30 @@ def test_load_state_dict_moves_state_to_the_parameter_device(device):
 
 
 @pytest.mark.parametrize("build, error, message", [
-    (lambda p: SGD(p, lr=-0.1), ValueError, "invalid learning rate"),
-    (lambda p: SGD(p, lr="fast"), TypeError, "lr must be a number"),
-    (lambda p: SGD(p, lr=0.1, momentum=-0.5), ValueError, "momentum"),
-    (lambda p: SGD(p, lr=0.1, weight_decay=-1), ValueError, "weight_decay"),
-    (lambda p: SGD(p, lr=0.1, nesterov=True), ValueError, "Nesterov"),
+    (lambda p: SGD(p, lr=-0.1), ValueError, "^Invalid learning rate: -0.1$"),
+    (lambda p: SGD(p, lr=-1), ValueError, "^Invalid learning rate: -1$"),
+    (lambda p: SGD(p, lr=float("nan")), ValueError, "^Invalid learning rate: nan$"),
+    (lambda p: SGD(p, lr=float("inf")), ValueError, "^Invalid learning rate: inf$"),
+    (lambda p: SGD(p, lr="fast"), TypeError, "lr must be a real number .int or float., got str 'fast'"),
+    (lambda p: SGD(p, lr=True), TypeError, "lr must be a real number"),
+    (lambda p: SGD(p, lr=None), TypeError, "lr must be a real number"),
+    (lambda p: SGD(p, lr=0.1, momentum="fast"), TypeError, "momentum must be a real number"),
+    (lambda p: SGD(p, lr=0.1, momentum=-0.5), ValueError, "^Invalid momentum value: -0.5$"),
+    (lambda p: SGD(p, lr=0.1, dampening=-0.5), ValueError, "^Invalid dampening value: -0.5$"),
+    (lambda p: SGD(p, lr=0.1, weight_decay=-1), ValueError, "^Invalid weight_decay value: -1$"),
+    (lambda p: SGD(p, lr=0.1, momentum=0.9, nesterov="yes"), TypeError, "nesterov must be True or False"),
+    (lambda p: SGD(p, lr=0.1, nesterov=True), ValueError, "Nesterov momentum requires a momentum and zero"),
     (lambda p: SGD(p, lr=0.1, momentum=0.9, dampening=0.1, nesterov=True), ValueError, "Nesterov"),
-    (lambda p: Adam(p, betas=(1.0, 0.999)), ValueError, "beta parameter at index 0"),
-    (lambda p: Adam(p, betas=(0.9, -0.1)), ValueError, "beta parameter at index 1"),
-    (lambda p: Adam(p, eps=-1e-8), ValueError, "eps"),
+    (lambda p: Adam(p, lr=-1), ValueError, "^Invalid learning rate: -1$"),
+    (lambda p: Adam(p, betas=(1.0, 0.999)), ValueError, "^Invalid beta parameter at index 0: 1.0$"),
+    (lambda p: Adam(p, betas=(0.9, -0.1)), ValueError, "^Invalid beta parameter at index 1: -0.1$"),
+    (lambda p: Adam(p, betas=(0.9, "x")), TypeError, "betas must be a real number"),
+    (lambda p: Adam(p, betas=0.9), ValueError, "betas must be a pair"),
+    (lambda p: Adam(p, betas=(0.9, 0.99, 0.9)), ValueError, "betas must be a pair"),
+    (lambda p: Adam(p, eps=-1e-8), ValueError, "^Invalid epsilon value: -1e-08$"),
+    (lambda p: Adam(p, weight_decay=-0.1), ValueError, "^Invalid weight_decay value: -0.1$"),
+    (lambda p: Adam(p, amsgrad=1), TypeError, "amsgrad must be True or False"),
+    (lambda p: Adam([{"params": p[:1], "lr": -2.0}, {"params": p[1:]}]), ValueError, "Invalid learning rate"),
     (lambda p: SGD([], lr=0.1), ValueError, "empty parameter list"),
     (lambda p: SGD(p[0], lr=0.1), TypeError, "single Tensor"),
     (lambda p: SGD([p[0], p[0]], lr=0.1), ValueError, "twice"),
@@ -350,3 +365,24 @@ def test_switching_momentum_on_later_matches_pytorch():
     for (w, b), (tw, tb) in zip(ours, theirs):
         np.testing.assert_allclose(w, tw, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(b, tb, rtol=1e-5, atol=1e-6)
+
+
+def test_dampening_switched_on_after_the_first_step_saves_and_loads_without_a_step_slot():
+    def dampening_on(opt, i):
+        if i == 0:
+            opt.param_groups[0]["dampening"] = 0.5
+
+    straight, _, _ = train_toynet(lambda p: SGD(p, lr=0.1, momentum=0.9), 4, on_step=dampening_on)
+    _, opt, (w, b) = train_toynet(lambda p: SGD(p, lr=0.1, momentum=0.9), 2, on_step=dampening_on)
+    assert all(set(s) == {"momentum_buffer"} for s in opt.state.values())  # the rule does without "step"
+    w2, b2 = make_params()
+    w2.copy_(w)
+    b2.copy_(b)
+    resumed = SGD([w2, b2], lr=0.1, momentum=0.9, dampening=0.5)
+    resumed.load_state_dict(opt.state_dict())  # a slot set without the optional "step" loads
+    assert all(set(s) == {"momentum_buffer"} for s in resumed.state.values())
+    for i in range(2, 4):
+        resumed.zero_grad()
+        loss_of(w2, b2, flow.tensor(XS[i])).backward()
+        resumed.step()
+    np.testing.assert_array_equal(w2.numpy(), straight[-1][0])

@@ -16,7 +16,10 @@ from typing import Any
 
 from .. import backend
 from ..tensor import Tensor
+from ..utils.interrupts import defer_interrupts
+from ..utils.loading import prepared
 from .graph_train import TRAIN_STEP
+from .module import commit_writes
 
 _OPTIMIZER = "System-Train-Optimizer-"
 _SCHEDULER = "System-Train-LRScheduler-"
@@ -34,17 +37,17 @@ class GraphStateMixin:
             out[key] = extras[key]
         return out
 
-    def _slot_keys(self) -> dict[str, tuple]:
-        """``"<param>-<suffix>"`` -> (optimizer, parameter, slot) for every optimizer slot there can be."""
+    def _slot_keys(self, groups: dict[int, list[dict]]) -> dict[str, tuple]:
+        """``"<param>-<suffix>"`` -> (optimizer, parameter, slot, fresh slot tensor) for every slot there can
+        be with the settings of ``groups`` (optimizer index -> its parameter groups as they will be)."""
         names = self._parameter_names()
         keys = {}
-        for binding in self._optimizers:
+        for i, binding in enumerate(self._optimizers):
             opt = binding.optimizer
-            for group in opt.param_groups:
+            for group in groups[i]:
                 for p in group["params"]:
-                    state = opt.state.get(p) or opt.init_state(p)
-                    for slot in state:
-                        keys[f"{names.get(id(p), '?')}-{opt.slot_names.get(slot, slot)}"] = (opt, p, slot)
+                    for slot, fresh in opt.init_state(p, group).items():
+                        keys[f"{names.get(id(p), '?')}-{opt.slot_names.get(slot, slot)}"] = (opt, p, slot, fresh)
         return keys
 
     def _extra_state(self) -> dict[str, Any]:
@@ -69,95 +72,164 @@ class GraphStateMixin:
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
         """Restore a state dict made by :meth:`state_dict`; only before the graph's first call.
 
-        Everything is checked first, so a state dict that does not fit changes nothing.
+        Everything is checked first: each module's entries (names, shapes, numeric values its dtypes can
+        hold), the optimizer slots (for the hyper-parameters being loaded), the train step, the
+        hyper-parameters (as the optimizer's constructor checks them) and the scheduler (same kind, valid
+        settings). A state dict that does not fit raises, listing every problem, and changes nothing; one
+        that fits is written all at once, in a section a Ctrl-C cannot split.
         """
         if self._last is not None:
             raise AssertionError("nn.Graph's state dict can only be loaded before the first call of a graph.")
-        slot_keys = self._slot_keys()
-        problems = []
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"load_state_dict expects a dict (from graph.state_dict()), got "
+                            f"{type(state_dict).__name__}")
+        load = _Load(self, strict)
+        for key, value in state_dict.items():  # hyper-parameters first: they decide which slots there are
+            if isinstance(key, str) and key.startswith(_OPTIMIZER):
+                load.optimizer_groups(key, value)
+        slot_keys = self._slot_keys(load.groups)
         for key, value in state_dict.items():
-            if key in self._modules:
-                problems += _module_problems(key, self._modules[key], value, strict)
+            if not isinstance(key, str):
+                load.unexpected(key)
+            elif key in self._modules:
+                load.module(key, value)
             elif key in slot_keys:
-                opt, p, slot = slot_keys[key]
-                shape = tuple((opt.state.get(p) or opt.init_state(p))[slot].shape)
-                if tuple(getattr(value, "shape", ())) != shape:
-                    problems.append(f"{key!r} has shape {tuple(getattr(value, 'shape', ()))}, expected {shape}")
-            elif key == TRAIN_STEP or key.startswith(_OPTIMIZER) or key.startswith(_SCHEDULER):
-                index = key.rsplit("-", 1)[-1]
-                if key != TRAIN_STEP and (not index.isdigit() or int(index) >= len(self._optimizers)):
-                    problems.append(f"{key!r} refers to optimizer {index}, but the graph has "
-                                    f"{len(self._optimizers)}")
-                elif key.startswith(_SCHEDULER) and self._optimizers[int(index)].lr_scheduler is None:
-                    problems.append(f"{key!r} holds a learning-rate scheduler's state, but optimizer {index} "
-                                    "was added without lr_sch")
-                else:
-                    problems += _system_problems(key, value, self._optimizers[int(index)].optimizer
-                                                 if key.startswith(_OPTIMIZER) else None)
-            elif strict:
-                problems.append(f"unexpected key {key!r}")
-        if strict:
-            problems += [f"missing module {name!r}" for name in self._modules if name not in state_dict]
-        if problems:
-            raise RuntimeError(f"Error(s) in loading state_dict for nn.Graph {self.name}:\n  " + "\n  ".join(problems))
-
-        for key, value in state_dict.items():
-            if key in self._modules:
-                self._modules[key].load_state_dict(value, strict)
-            elif key in slot_keys:
-                opt, p, slot = slot_keys[key]
-                state = opt.state.get(p)
-                if state is None:
-                    state = opt.state[p] = opt.init_state(p)
-                state[slot].copy_(_as_tensor(value))
+                load.slot(key, value, *slot_keys[key])
             elif key == TRAIN_STEP:
-                device = next((p.device for m in self._modules.values() for p in m.parameters()), backend.CPU)
-                self._train_step_tensor(device).copy_(_as_tensor(value))
-            elif key.startswith(_OPTIMIZER):
-                opt = self._optimizers[int(key.rsplit("-", 1)[-1])].optimizer
-                for group, saved in zip(opt.param_groups, value["param_groups"]):
-                    group.update({k: v for k, v in saved.items() if k != "params"})
+                load.train_step(value)
             elif key.startswith(_SCHEDULER):
-                self._optimizers[int(key.rsplit("-", 1)[-1])].lr_scheduler.load_state_dict(value)
+                load.scheduler(key, value)
+            elif not key.startswith(_OPTIMIZER):
+                load.unexpected(key)
+        if strict:
+            load.problems += [f"missing module {name!r}" for name in self._modules if name not in state_dict]
+        load.check_slot_sets()
+        if load.problems:
+            raise RuntimeError(f"Error(s) in loading state_dict for nn.Graph {self.name}:\n  "
+                               + "\n  ".join(load.problems))
+        load.commit()
 
 
-def _as_tensor(value: Any) -> Tensor:
-    return value if isinstance(value, Tensor) else Tensor(value)
+class _Load:
+    """One ``graph.load_state_dict``: the checks of each entry, what to write if all pass, and the write."""
 
+    def __init__(self, graph: Any, strict: bool):
+        self.graph, self.strict = graph, strict
+        self.problems: list[str] = []
+        self.writes: list[tuple[Tensor, Tensor]] = []           # (module tensor, ready value)
+        self.groups = {i: b.optimizer.param_groups for i, b in enumerate(graph._optimizers)}
+        self.new_groups: list[tuple[Any, list[dict]]] = []      # (optimizer, its groups as loaded)
+        self.slots: dict[tuple[int, int], tuple] = {}           # (id(opt), id(p)) -> (opt, p, group, {slot: ready})
+        self.schedulers: list[tuple[Any, dict]] = []
+        self.step: Tensor | None = None
 
-def _system_problems(key: str, value: Any, optimizer: Any) -> list[str]:
-    """What is wrong with a saved train step, optimizer or scheduler entry (checked before loading any)."""
-    if key == TRAIN_STEP:
-        shape = tuple(getattr(value, "shape", ()))
+    def unexpected(self, key: Any) -> None:
+        if self.strict:
+            self.problems.append(f"unexpected key {key!r}")
+
+    def _binding(self, key: str, prefix: str) -> Any:
+        index = key[len(prefix):]
+        count = len(self.graph._optimizers)
+        if not (index.isascii() and index.isdigit() and str(int(index)) == index and int(index) < count):
+            self.problems.append(f"{key!r} refers to optimizer {index!r}, but the graph has {count}")
+            return None
+        return self.graph._optimizers[int(index)]
+
+    def optimizer_groups(self, key: str, value: Any) -> None:
+        binding = self._binding(key, _OPTIMIZER)
+        if binding is None:
+            return
+        opt = binding.optimizer
+        groups = value.get("param_groups") if isinstance(value, dict) else None
+        if (not isinstance(groups, (list, tuple)) or len(groups) != len(opt.param_groups)
+                or (self.strict and set(value) != {"param_groups"})):
+            self.problems.append(f"{key!r} should hold {{'param_groups': a list of {len(opt.param_groups)} "
+                                 "dict(s)}, one per parameter group of the optimizer")
+            return
         try:
-            dtype = value.dtype if isinstance(value, Tensor) else backend.dtype_of(value)
-        except (TypeError, ValueError, AttributeError):
-            dtype = None
-        if shape != (1,) or dtype is None or dtype.is_floating_point or dtype is backend.bool_:
-            return [f"{key!r} should be an integer tensor of shape (1,) (the step count), got "
-                    f"{type(value).__name__} of shape {shape}"]
-        return []
-    if not isinstance(value, dict):
-        return [f"{key!r} should hold a dict, got {type(value).__name__}"]
-    if optimizer is not None:
-        groups = value.get("param_groups")
-        if (not isinstance(groups, (list, tuple)) or len(groups) != len(optimizer.param_groups)
-                or not all(isinstance(g, dict) for g in groups)):
-            return [f"{key!r} should hold 'param_groups': a list of {len(optimizer.param_groups)} dict(s), one "
-                    f"per parameter group of the optimizer"]
-    return []
+            new = [opt.checked_group(i, saved) for i, saved in enumerate(groups)]
+        except ValueError as error:
+            self.problems.append(f"{key!r}: {error}")
+            return
+        self.groups[self.graph._optimizers.index(binding)] = new
+        self.new_groups.append((opt, new))
 
+    def module(self, key: str, value: Any) -> None:
+        if not isinstance(value, dict):
+            self.problems.append(f"{key!r} should hold the module's state dict, got {type(value).__name__}")
+            return
+        plan = self.graph._modules[key]._plan_load(value, self.strict)
+        self.problems += [f"in {key!r}: {problem}" for problem in plan.problems]
+        self.writes += plan.writes
 
-def _module_problems(key: str, module: Any, value: Any, strict: bool) -> list[str]:
-    if not isinstance(value, dict):
-        return [f"{key!r} should hold the module's state dict, got {type(value).__name__}"]
-    own = module.state_dict()
-    problems = []
-    if strict:
-        problems += [f"missing key {key}.{k}" for k in own if k not in value]
-        problems += [f"unexpected key {key}.{k}" for k in value if k not in own]
-    for k, t in own.items():
-        if k in value and tuple(getattr(value[k], "shape", ())) != tuple(t.shape):
-            problems.append(f"size mismatch for {key}.{k}: the checkpoint has "
-                            f"{tuple(getattr(value[k], 'shape', ()))}, the model has {tuple(t.shape)}")
-    return problems
+    def slot(self, key: str, value: Any, opt: Any, p: Tensor, slot: str, fresh: Tensor) -> None:
+        try:
+            ready = opt.checked_slot(repr(key), slot, fresh, value)
+        except (TypeError, ValueError) as error:
+            self.problems.append(str(error))
+            return
+        group = next(g for g in self.groups[self._index_of(opt)] if any(q is p for q in g["params"]))
+        self.slots.setdefault((id(opt), id(p)), (opt, p, group, {}))[3][slot] = ready
+
+    def _index_of(self, opt: Any) -> int:
+        return next(i for i, b in enumerate(self.graph._optimizers) if b.optimizer is opt)
+
+    def check_slot_sets(self) -> None:
+        """A parameter's loaded slots must include all its update needs (or none: a parameter that never
+        had a gradient has no state); with ``strict=False`` the missing ones start fresh."""
+        names = self.graph._parameter_names()
+        for opt, p, group, slots in self.slots.values():
+            fresh = opt.init_state(p, group)
+            missing = sorted(set(fresh) - set(slots) - set(opt.optional_slots))
+            if missing and self.strict:
+                suffixes = [f"{names.get(id(p), '?')}-{opt.slot_names.get(s, s)}" for s in missing]
+                self.problems.append(f"missing key(s) {suffixes}: the other slots of this parameter are there")
+            old = opt.state.get(p) or {}
+            for name in missing:  # (strict=False) the state the parameter has, else a fresh one
+                slots[name] = old[name] if name in old else fresh[name]
+
+    def train_step(self, value: Any) -> None:
+        modules = self.graph._modules.values()
+        device = next((p.device for m in modules for p in m.parameters()), backend.CPU)
+        try:
+            ready = prepared(value, (1,), backend.int64, device)
+            if int(ready.numpy()[0]) < 0:
+                raise ValueError("is negative")
+        except (TypeError, ValueError) as error:
+            self.problems.append(f"{TRAIN_STEP!r} should be the step count, an integer tensor of shape (1,) "
+                                 f"that is >= 0; it {error}")
+            return
+        self.step = Tensor.wrap(ready.array.copy(), device)
+
+    def scheduler(self, key: str, value: Any) -> None:
+        binding = self._binding(key, _SCHEDULER)
+        if binding is None:
+            return
+        if binding.lr_scheduler is None:
+            self.problems.append(f"{key!r} holds a learning-rate scheduler's state, but optimizer "
+                                 f"{key[len(_SCHEDULER):]} was added without lr_sch")
+            return
+        try:
+            self.schedulers.append((binding.lr_scheduler, binding.lr_scheduler.checked_state(value)))
+        except (TypeError, ValueError) as error:
+            self.problems.append(f"{key!r}: {error}")
+
+    def commit(self) -> None:
+        """Write everything checked; nothing here can fail, and a Ctrl-C waits for the end."""
+        graph = self.graph
+        with defer_interrupts():
+            commit_writes(self.writes)
+            for opt, p, _, slots in self.slots.values():
+                opt.state[p] = opt.adopt_slots(p, slots)
+            for opt, new in self.new_groups:
+                for group, loaded in zip(opt.param_groups, new):
+                    group.clear()
+                    group.update(loaded)
+            for scheduler, checked in self.schedulers:
+                scheduler._apply_state(checked)
+            if self.step is not None:
+                old = graph._train_step
+                if old is not None and old.device == self.step.device:
+                    old.array = self.step.array
+                else:
+                    graph.__dict__["_train_step"] = self.step

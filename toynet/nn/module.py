@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterator, NamedTuple
 from .. import backend, mode
 from ..mode import no_grad
 from ..tensor import Tensor
+from ..utils.interrupts import defer_interrupts
+from ..utils.loading import ShapeMismatch, prepared, unaliased
 from .parameter import Parameter
 
 
@@ -25,6 +27,24 @@ class IncompatibleKeys(NamedTuple):
 
     missing_keys: list
     unexpected_keys: list
+
+
+class LoadPlan(NamedTuple):
+    """The checked first pass of a load: problems found, and the copies to make if there are none."""
+
+    problems: list
+    writes: list      # (target tensor, ready tensor of its shape, dtype and device)
+    missing: list
+    unexpected: list
+
+
+def commit_writes(writes: list) -> None:
+    """The second pass of a load: copy every ready value into its target, all or none (nothing here can
+    fail, and a Ctrl-C waits until the last copy is done)."""
+    writes = unaliased(writes)
+    with no_grad(), defer_interrupts():
+        for target, ready in writes:
+            target.copy_(ready)
 
 
 class Module:
@@ -217,12 +237,25 @@ class Module:
         """Copy values into this module's parameters and buffers by name (in place: the tensor objects,
         which optimizers hold, stay the same).
 
-        Everything is checked before anything is copied, so a mismatch leaves the module unchanged.
-        With ``strict``, missing and unexpected keys are errors; shape mismatches always are.
+        Everything is checked before anything is copied, so a mismatch leaves the module unchanged:
+        with ``strict``, missing and unexpected keys are errors; a value of another shape, one that is not
+        numbers (strings, objects), or whose values the dtype cannot hold (1.5 into an integer buffer)
+        always is (:mod:`toynet.utils.loading` says what is accepted). Values are cast to each tensor's
+        dtype and moved to its device. The copy itself cannot be split by a Ctrl-C.
         Returns ``(missing_keys, unexpected_keys)`` as a named tuple, as PyTorch does.
         """
         if not isinstance(state_dict, dict):
             raise TypeError(f"load_state_dict expects a dict of tensors, got {type(state_dict).__name__}")
+        plan = self._plan_load(state_dict, strict)
+        if plan.problems:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n  "
+                               + "\n  ".join(plan.problems))
+        commit_writes(plan.writes)
+        return IncompatibleKeys(plan.missing, plan.unexpected)
+
+    def _plan_load(self, state_dict: dict, strict: bool) -> "LoadPlan":
+        """The first pass of :meth:`load_state_dict` (``nn.Graph`` runs it for each of its modules before
+        writing any): what is wrong, and the ``(target, ready value)`` pairs to copy if nothing is."""
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -231,29 +264,18 @@ class Module:
             problems.append("Missing key(s) in state_dict: " + ", ".join(repr(k) for k in missing))
         if strict and unexpected:
             problems.append("Unexpected key(s) in state_dict: " + ", ".join(repr(k) for k in unexpected))
+        writes = []
         for key, target in own.items():
             if key not in state_dict:
                 continue
-            value = state_dict[key]
-            if not isinstance(value, Tensor):
-                try:
-                    value = Tensor(value)
-                except Exception:
-                    problems.append(f"{key!r} holds a {type(value).__name__}, not a tensor")
-                    continue
-            if tuple(value.shape) != tuple(target.shape):
-                problems.append(f"size mismatch for {key!r}: the checkpoint has shape {tuple(value.shape)}, "
-                                f"this model has {tuple(target.shape)}")
-        if problems:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n  "
-                               + "\n  ".join(problems))
-        with no_grad():
-            for key, target in own.items():
-                if key in state_dict:
-                    value = state_dict[key]
-                    value = value if isinstance(value, Tensor) else Tensor(value)
-                    target.copy_(value.to(target.device))
-        return IncompatibleKeys(missing, unexpected)
+            try:
+                writes.append((target, prepared(state_dict[key], target.shape, target.dtype, target.device)))
+            except ShapeMismatch as error:
+                problems.append(f"size mismatch for {key!r}: the checkpoint has shape {error.got}, this model "
+                                f"has {error.expected}")
+            except (TypeError, ValueError) as error:
+                problems.append(f"{key!r} {error}")
+        return LoadPlan(problems, writes, missing, unexpected)
 
     # ------------------------------------------------------------------------------- modes etc.
 

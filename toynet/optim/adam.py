@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from .. import backend
 from ..creation import zeros, zeros_like
 from ..tensor import Tensor
+from . import hyper as checks
 from .optimizer import Optimizer
 
 
@@ -29,35 +30,41 @@ class Adam(Optimizer):
     the lazy tensors of Graph mode (``lr`` is then a 0-d tensor too).
     """
 
-    slot_names: ClassVar[dict[str, str]] = {"step": "step", "exp_avg": "m", "exp_avg_sq": "v", "max_exp_avg_sq": "max_v"}
+    slot_names: ClassVar[dict[str, str]] = {"step": "step", "exp_avg": "m", "exp_avg_sq": "v",
+                                            "max_exp_avg_sq": "max_v"}
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False):
-        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
-                                  "amsgrad": amsgrad})
+        super().__init__(params, {"lr": lr, "betas": tuple(betas) if isinstance(betas, list) else betas,
+                                  "eps": eps, "weight_decay": weight_decay, "amsgrad": amsgrad})
 
     def _validate(self, hyper: dict) -> None:
+        """PyTorch's checks (lr, eps, weight_decay >= 0; 0 <= beta < 1), every number finite, ``amsgrad``
+        a bool."""
         super()._validate(hyper)
         betas = hyper.get("betas", (0.9, 0.999))
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+            raise ValueError(f"betas must be a pair (beta1, beta2), got {checks.short_repr(betas)}")
         for i, beta in enumerate(betas):
-            if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta < 1.0:
-                raise ValueError(f"invalid beta parameter at index {i}: {beta!r} (it must be in [0, 1))")
-        for name in ("eps", "weight_decay"):
-            value = hyper.get(name, 0.0)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-            if value < 0:
-                raise ValueError(f"invalid {name}={value}: it must be >= 0")
+            checks.in_range("betas", beta, f"beta parameter at index {i}", 0.0, below=1.0)
+        checks.in_range("eps", hyper.get("eps", 0.0), "epsilon value")
+        checks.in_range("weight_decay", hyper.get("weight_decay", 0.0), "weight_decay value")
+        checks.flag("amsgrad", hyper.get("amsgrad", False))
 
-    def init_state(self, param: Tensor) -> dict[str, Tensor]:
+    def init_state(self, param: Tensor, group: dict | None = None) -> dict[str, Tensor]:
         state = {"step": zeros((), dtype=backend.float32, device=param.device),
                  "exp_avg": zeros_like(param),
                  "exp_avg_sq": zeros_like(param)}
-        if self.group_of(param)["amsgrad"]:
+        if (self.group_of(param) if group is None else group)["amsgrad"]:
             state["max_exp_avg_sq"] = zeros_like(param)
         return state
+
+    def check_slot(self, name: str, values: Any) -> str | None:
+        if name in ("exp_avg_sq", "max_exp_avg_sq") and (values < 0).any():
+            return "holds negative values: a second moment (a mean of squares) is never negative"
+        if name == "step" and not ((values >= 0) & (values == backend.host.trunc(values))).all():
+            return "holds a step count that is not a whole number >= 0"
+        return None
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict, lr: Any) -> tuple[Tensor, dict]:
         beta1, beta2 = group["betas"]

@@ -22,6 +22,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..utils.interrupts import defer_interrupts
+from . import hyper as checks
 from .optimizer import Optimizer
 
 
@@ -66,16 +68,24 @@ class LRScheduler:
         raise NotImplementedError(f"{type(self).__name__} has no closed form")
 
     def step(self, epoch: int | None = None) -> None:
-        """Advance one epoch (or jump to ``epoch``, using the closed form) and set each group's lr."""
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
-            self.last_epoch = epoch
-            values = self.lr_at(epoch)
-        for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        """Advance one epoch (or jump to ``epoch``, using the closed form) and set each group's lr; all or
+        nothing (an error in the formula, or a Ctrl-C, leaves the epoch and every lr as they were)."""
+        previous = self.last_epoch
+        try:
+            if epoch is None:
+                self.last_epoch += 1  # get_lr reads it
+                values = list(self.get_lr())
+            else:
+                self.last_epoch = epoch
+                values = list(self.lr_at(epoch))
+        except BaseException:
+            self.last_epoch = previous
+            raise
+        groups = self.optimizer.param_groups
+        with defer_interrupts():
+            for group, lr in zip(groups, values):
+                group["lr"] = lr
+            self._last_lr = [group["lr"] for group in groups]
 
     def get_last_lr(self) -> list[float]:
         """The learning rates set by the last ``step()``, one per parameter group."""
@@ -91,19 +101,53 @@ class LRScheduler:
         return {key: value for key, value in vars(self).items() if key not in ("optimizer", "_initial")}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned; an unexpected key or group count changes nothing."""
-        own = self.state_dict()
+        """Restore what :meth:`state_dict` returned. Everything is checked first (the same keys, so the
+        same kind of scheduler; each setting as the constructor checks it; one learning rate per parameter
+        group); a state dict that does not fit raises and changes nothing."""
+        self._apply_state(self.checked_state(state_dict))
+
+    def checked_state(self, state_dict: Any) -> dict[str, Any]:
+        """``state_dict`` checked, ready for :meth:`_apply_state` (``TypeError``/``ValueError`` if wrong)."""
+        name = type(self).__name__
         if not isinstance(state_dict, dict):
             raise TypeError(f"a scheduler state dict is a dict, got {type(state_dict).__name__}")
-        unknown = sorted(set(state_dict) - set(own))
-        if unknown:
-            raise ValueError(f"{type(self).__name__}.load_state_dict: unexpected keys {unknown} (was it saved "
-                             f"by another kind of scheduler?)")
-        for key in ("base_lrs", "_last_lr"):
-            if key in state_dict and len(state_dict[key]) != len(self.optimizer.param_groups):
-                raise ValueError(f"{type(self).__name__}.load_state_dict: {key} has {len(state_dict[key])} "
-                                 f"entries, the optimizer has {len(self.optimizer.param_groups)} parameter groups")
-        self.__dict__.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in state_dict.items()})
+        own = self.state_dict()
+        unknown = sorted(map(str, set(state_dict) - set(own)))
+        missing = sorted(set(own) - set(state_dict))
+        if unknown or missing:
+            raise ValueError(f"{name}.load_state_dict: unexpected keys {unknown}, missing keys {missing} (was it "
+                             "saved by another kind of scheduler?)")
+        return {key: self._checked_field(key, value) for key, value in state_dict.items()}
+
+    def _checked_field(self, key: str, value: Any) -> Any:
+        name = type(self).__name__
+        groups = len(self.optimizer.param_groups)
+        if key == "last_epoch":
+            if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+                raise ValueError(f"{name}: last_epoch must be an integer >= -1, got {checks.short_repr(value)}")
+            return value
+        if key in ("base_lrs", "_last_lr"):
+            if not isinstance(value, (list, tuple)) or len(value) != groups:
+                count = len(value) if isinstance(value, (list, tuple)) else checks.short_repr(value)
+                raise ValueError(f"{name}.load_state_dict: {key} has {count} entries, the optimizer has "
+                                 f"{groups} parameter groups")
+            for lr in value:
+                checks.in_range(key, lr, "learning rate")
+            return list(value)
+        check = self._settings.get(key)
+        if check is None:  # a subclass's own attribute: same type as now
+            if type(value) is not type(getattr(self, key)):
+                raise TypeError(f"{name}: {key} should be a {type(getattr(self, key)).__name__}, got "
+                                f"{type(value).__name__}")
+            return value
+        return check(name, key, value)
+
+    def _apply_state(self, checked: dict[str, Any]) -> None:
+        with defer_interrupts():
+            self.__dict__.update(checked)
+
+    #: Setting name -> check(scheduler, name, value) returning the value to keep (subclasses fill it).
+    _settings: dict[str, Callable[[str, str, Any], Any]] = {}
 
 
 def _positive_int(scheduler: str, name: str, value: Any) -> int:
@@ -115,11 +159,24 @@ def _positive_int(scheduler: str, name: str, value: Any) -> int:
 def _number(scheduler: str, name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{scheduler}: {name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{scheduler}: {name} must be finite, got {value}")
     return value
+
+
+def _milestones(scheduler: str, name: str, value: Any) -> list[int]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{scheduler}: {name} must be a list of integers (epochs), got {type(value).__name__}")
+    for m in value:
+        if isinstance(m, bool) or not isinstance(m, int):
+            raise TypeError(f"{scheduler}: milestones must be integers (epochs), got {checks.short_repr(m)}")
+    return sorted(value)
 
 
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs: ``lr = base_lr · gamma^(epoch // step_size)``."""
+
+    _settings = {"step_size": _positive_int, "gamma": _number}
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
         self.step_size = _positive_int("StepLR", "step_size", step_size)
@@ -141,12 +198,10 @@ class MultiStepLR(LRScheduler):
     A milestone listed twice multiplies by ``gamma`` twice.
     """
 
+    _settings = {"milestones": _milestones, "gamma": _number}
+
     def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1, last_epoch: int = -1):
-        milestones = list(milestones)
-        for m in milestones:
-            if isinstance(m, bool) or not isinstance(m, int):
-                raise TypeError(f"MultiStepLR: milestones must be integers (epochs), got {m!r}")
-        self.milestones = sorted(milestones)
+        self.milestones = _milestones("MultiStepLR", "milestones", list(milestones))
         self.gamma = _number("MultiStepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
@@ -163,6 +218,8 @@ class MultiStepLR(LRScheduler):
 
 class ExponentialLR(LRScheduler):
     """Multiply the lr by ``gamma`` every epoch: ``lr = base_lr · gamma^epoch``."""
+
+    _settings = {"gamma": _number}
 
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
         self.gamma = _number("ExponentialLR", "gamma", gamma)
@@ -184,6 +241,8 @@ class CosineAnnealingLR(LRScheduler):
 
     Past ``T_max`` the cosine carries on and the lr climbs back, as in PyTorch.
     """
+
+    _settings = {"T_max": _positive_int, "eta_min": _number}
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
         self.T_max = _positive_int("CosineAnnealingLR", "T_max", T_max)

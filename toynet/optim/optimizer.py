@@ -18,7 +18,10 @@ Per-parameter state (momentum buffers, Adam's moments) lives in :attr:`Optimizer
 the parameter object; each value is a dict of tensors ("slots") that :meth:`Optimizer.init_state` creates.
 
 :meth:`Optimizer.step` first computes *every* update and only then writes any of them, so an error part
-way (a gradient of the wrong shape, a device mismatch) leaves all parameters and all state as they were.
+way (a gradient of the wrong shape, a device mismatch) leaves all parameters and all state as they were;
+the writes themselves run inside :class:`~toynet.utils.interrupts.defer_interrupts`, so a Ctrl-C lands
+before or after them, never between two. :meth:`Optimizer.load_state_dict` works the same way: check
+everything, then write.
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from .. import autograd
+from .. import autograd, backend
 from ..creation import zeros_like
 from ..tensor import Tensor
+from ..utils.interrupts import defer_interrupts
+from ..utils.loading import ShapeMismatch, prepared
+from . import hyper as checks
 
 
 class Optimizer:
@@ -42,6 +48,9 @@ class Optimizer:
     #: State slot name -> the suffix OneFlow gives that slot in ``graph.state_dict()``
     #: (Graph mode names a parameter's slot ``"<param path>-<suffix>"``, e.g. ``"linear.weight-momentum"``).
     slot_names: ClassVar[dict[str, str]] = {}
+    #: Slots that :meth:`update` does without (a saved state may lack them); every other slot of
+    #: :meth:`init_state` must be loaded with its parameter's others.
+    optional_slots: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: Iterable[Any], defaults: dict):
         if isinstance(params, Tensor):
@@ -63,17 +72,19 @@ class Optimizer:
     # ------------------------------------------------------------------ what subclasses write
 
     def _validate(self, hyper: dict) -> None:
-        """Raise ``ValueError`` for impossible hyper-parameters (negative lr...); subclasses extend it."""
-        lr = hyper.get("lr")
-        if lr is not None:
-            if isinstance(lr, bool) or not isinstance(lr, (int, float)):
-                raise TypeError(f"lr must be a number, got {type(lr).__name__}")
-            if lr < 0:
-                raise ValueError(f"invalid learning rate lr={lr}: it must be >= 0")
+        """Raise ``ValueError`` for impossible hyper-parameters (``Invalid learning rate: -1``) and
+        ``TypeError`` for ones of the wrong type (``lr="fast"``); subclasses extend it."""
+        checks.check_lr(hyper)
 
-    def init_state(self, param: Tensor) -> dict[str, Tensor]:
-        """The fresh state slots of one parameter (before its first step)."""
+    def init_state(self, param: Tensor, group: dict | None = None) -> dict[str, Tensor]:
+        """The fresh state slots of one parameter (before its first step), for the settings of ``group``
+        (by default the parameter's own group; loading asks with the group being loaded)."""
         return {}
+
+    def check_slot(self, name: str, values: Any) -> str | None:
+        """What is wrong with the loaded values (a NumPy array) of slot ``name``, beyond shape and dtype
+        (None if nothing); Adam refuses a negative second moment, which would take a square root."""
+        return None
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict, lr: Any) -> tuple[Tensor, dict]:
         """Pure update rule: ``(new_param, new_state)`` from toynet tensors, mutating nothing."""
@@ -157,20 +168,21 @@ class Optimizer:
                                            f"{tuple(new_param.shape)} {new_param.dtype} for a parameter of "
                                            f"{tuple(p.shape)} {p.dtype}")
                     updates.append((p, new_param, new_state))
-        for p, new_param, new_state in updates:  # commit: nothing below can fail
-            p.array = new_param.array
-            state = self.state.get(p)
-            if state is None:
-                self.state[p] = new_state
-                continue
-            for key, value in new_state.items():
-                old = state.get(key)
-                if old is None:
-                    state[key] = value
-                elif old is not value:
-                    # Keep the state's tensor objects (a compiled nn.Graph reads them on every call) and
-                    # give them the new values.
-                    old.array = value.array
+        with defer_interrupts():  # commit: nothing below can fail, and a Ctrl-C waits for the end
+            for p, new_param, new_state in updates:
+                p.array = new_param.array
+                state = self.state.get(p)
+                if state is None:
+                    self.state[p] = new_state
+                    continue
+                for key, value in new_state.items():
+                    old = state.get(key)
+                    if old is None:
+                        state[key] = value
+                    elif old is not value:
+                        # Keep the state's tensor objects (a compiled nn.Graph reads them on every call) and
+                        # give them the new values.
+                        old.array = value.array
         return loss
 
     # ----------------------------------------------------------------------------- state dict
@@ -196,8 +208,10 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore hyper-parameters and state saved by :meth:`state_dict`.
 
-        Everything is checked first (group count and sizes, slot names, shapes); if anything is wrong,
-        an error says what, and the optimizer is left unchanged.
+        Everything is checked first (group count and sizes, parameter indices, hyper-parameters with the
+        checks of the constructor, slot names, shapes and values, for the settings being loaded); if
+        anything is wrong, an error says what, and the optimizer is left unchanged. Then all is written at
+        once. A parameter's slot tensors keep their identity (a compiled ``nn.Graph`` reads them).
         """
         if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
             raise ValueError("an optimizer state dict is a dict with exactly the keys 'state' and "
@@ -208,6 +222,7 @@ class Optimizer:
             raise ValueError(f"loaded state dict has {count} parameter groups, this optimizer has "
                              f"{len(self.param_groups)}")
         param_of: dict[int, Tensor] = {}
+        group_of: dict[int, dict] = {}
         new_groups = []
         for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
             indices = saved.get("params") if isinstance(saved, dict) else None
@@ -215,12 +230,13 @@ class Optimizer:
                 raise ValueError(f"loaded state dict's parameter group {i} has "
                                  f"{len(indices) if isinstance(indices, (list, tuple)) else 'no'} parameters, "
                                  f"this optimizer's group {i} has {len(group['params'])}")
-            param_of.update({int(k): p for k, p in zip(indices, group["params"])})
-            new_group = {**group, **{k: v for k, v in saved.items() if k != "params"}}
-            try:
-                self._validate(new_group)
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"loaded state dict's parameter group {i}: {error}") from error
+            new_group = self.checked_group(i, saved)
+            for index, p in zip(indices, group["params"]):
+                index = _index(index)
+                if index is None or index in param_of:
+                    raise ValueError(f"loaded state dict's parameter group {i} lists "
+                                     f"{checks.short_repr(index)}: parameters are numbered 0, 1, 2... once each")
+                param_of[index], group_of[index] = p, new_group
             new_groups.append(new_group)
 
         saved_state = state_dict["state"]
@@ -228,35 +244,71 @@ class Optimizer:
             raise TypeError(f"the 'state' entry must be a dict, got {_describe(saved_state)}")
         new_state: dict[Tensor, dict] = {}
         for key, slots in saved_state.items():
-            p = param_of.get(int(key)) if isinstance(key, (int, str)) and str(key).isdigit() else None
-            if p is None:
-                raise ValueError(f"loaded state dict has state for parameter {key!r}, which none of its "
-                                 f"parameter groups lists")
-            new_state[p] = self._checked_slots(key, p, slots)
+            index = _index(key)
+            if index not in param_of:
+                raise ValueError(f"loaded state dict has state for parameter {checks.short_repr(key)}, which "
+                                 "none of its parameter groups lists")
+            new_state[param_of[index]] = self.checked_slots(key, param_of[index], group_of[index], slots)
 
-        for group, new_group in zip(self.param_groups, new_groups):  # commit: nothing below can fail
-            group.clear()
-            group.update(new_group)
-        self.state = new_state
+        with defer_interrupts():  # commit: nothing below can fail
+            for group, new_group in zip(self.param_groups, new_groups):
+                group.clear()
+                group.update(new_group)
+            self.state = {p: self.adopt_slots(p, slots) for p, slots in new_state.items()}
 
-    def _checked_slots(self, key: Any, param: Tensor, slots: Any) -> dict[str, Tensor]:
-        """The saved slots of one parameter, checked against fresh ones and moved to the parameter's device."""
-        expected = self.init_state(param)
-        if not isinstance(slots, dict) or set(slots) != set(expected):
-            got = sorted(slots) if isinstance(slots, dict) else _describe(slots)
+    def checked_group(self, i: int, saved: Any) -> dict:
+        """Group ``i`` as it would be after loading ``saved`` (its saved hyper-parameters over the current
+        ones, params kept), checked as the constructor checks; ``ValueError`` if it cannot be loaded."""
+        if not isinstance(saved, dict):
+            raise ValueError(f"loaded parameter group {i} should be a dict, got {_describe(saved)}")
+        group = self.param_groups[i]
+        try:
+            for key, value in saved.items():
+                checks.check_extra(key, value, known=set(self.defaults) | set(checks.SCHEDULER_KEYS))
+            new_group = {**group, **{k: v for k, v in saved.items() if k != "params"}, "params": group["params"]}
+            self._validate(new_group)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"loaded parameter group {i}: {error}") from error
+        return new_group
+
+    def checked_slots(self, key: Any, param: Tensor, group: dict, slots: Any) -> dict[str, Tensor]:
+        """The saved slots of one parameter, checked against fresh ones for ``group``'s settings, as new
+        tensors of the slots' dtypes on the parameter's device (``ValueError``/``TypeError`` if wrong)."""
+        expected = self.init_state(param, group)
+        required = set(expected) - set(self.optional_slots)
+        if not isinstance(slots, dict) or not required <= set(slots) <= set(expected):
+            got = sorted(map(str, slots)) if isinstance(slots, dict) else _describe(slots)
             raise ValueError(f"state of parameter {key}: expected slots {sorted(expected)}, got {got} "
                              f"(was it saved by a {type(self).__name__} with the same settings?)")
-        checked = {}
-        for name, fresh in expected.items():
-            value = slots[name]
-            if not isinstance(value, Tensor):
-                raise TypeError(f"state of parameter {key}: slot {name!r} holds {_describe(value)}, "
-                                "not a tensor")
-            if tuple(value.shape) != tuple(fresh.shape):
-                raise ValueError(f"state of parameter {key}: slot {name!r} has shape {tuple(value.shape)}, "
-                                 f"the parameter needs {tuple(fresh.shape)}")
-            checked[name] = value.detach().to(device=fresh.device, dtype=fresh.dtype)
-        return checked
+        return {name: self.checked_slot(f"state of parameter {key}: slot {name!r}", name, fresh, slots[name])
+                for name, fresh in expected.items() if name in slots}
+
+    def checked_slot(self, where: str, name: str, fresh: Tensor, value: Any) -> Tensor:
+        """One loaded slot value (a tensor or an array), checked against the ``fresh`` slot, as a new
+        tensor like it."""
+        try:
+            ready = prepared(value, fresh.shape, fresh.dtype, fresh.device)
+            problem = self.check_slot(name, ready.numpy())
+        except ShapeMismatch as error:
+            raise ValueError(f"{where} has shape {error.got}, the parameter needs {error.expected}") from None
+        except (TypeError, ValueError) as error:
+            raise (TypeError if isinstance(error, TypeError) else ValueError)(f"{where} {error}") from None
+        if problem:
+            raise ValueError(f"{where} {problem}")
+        if ready.array is value or ready.array is getattr(value, "array", None) or not backend.owns_memory(ready.array):
+            ready = Tensor.wrap(ready.array.copy(), ready.device)  # the state must not share the caller's array
+        return ready
+
+    def adopt_slots(self, param: Tensor, slots: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``slots`` (checked, owned tensors) as ``param``'s new state, reusing the tensor objects of the
+        slots it already has (they take the new arrays). Cannot fail: loads call it while committing."""
+        old = self.state.get(param) or {}
+        for name, value in slots.items():
+            tensor = old.get(name)
+            if tensor is not None and tensor.device == value.device and tensor.dtype is value.dtype:
+                tensor.array = value.array
+                slots[name] = tensor
+        return slots
 
     # ----------------------------------------------------------------------------- printing
 
@@ -284,5 +336,15 @@ def _check_grad(param: Tensor, grad: Any) -> None:
 
 def _describe(value: Any) -> str:
     if isinstance(value, dict):
-        return f"a dict with keys {sorted(map(str, value))}"
+        return checks.short_repr(f"a dict with keys {sorted(map(str, value))}", 200)
     return f"a {type(value).__name__}"
+
+
+def _index(key: Any) -> int | None:
+    """A parameter's number in a state dict: an int, or its decimal string (formats that only have string
+    keys); None for anything else."""
+    if isinstance(key, int) and not isinstance(key, bool) and key >= 0:
+        return key
+    if isinstance(key, str) and key.isdigit() and key.isascii() and str(int(key)) == key:
+        return int(key)
+    return None

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from ..creation import zeros, zeros_like
 from ..tensor import Tensor
+from . import hyper as checks
 from .optimizer import Optimizer
 
 
@@ -24,6 +25,8 @@ class SGD(Optimizer):
     """
 
     slot_names: ClassVar[dict[str, str]] = {"momentum_buffer": "momentum", "step": "step"}
+    # A state without "step" is one whose dampening was switched on after its first step (see update).
+    optional_slots: ClassVar[tuple[str, ...]] = ("step",)
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False):
@@ -31,18 +34,22 @@ class SGD(Optimizer):
                                   "weight_decay": weight_decay, "nesterov": nesterov})
 
     def _validate(self, hyper: dict) -> None:
+        """PyTorch's checks (lr, momentum and weight_decay >= 0; Nesterov needs momentum and no dampening),
+        and dampening >= 0; every number finite, ``nesterov`` a bool."""
         super()._validate(hyper)
         for name in ("momentum", "dampening", "weight_decay"):
-            value = hyper.get(name, 0.0)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-            if value < 0:
-                raise ValueError(f"invalid {name}={value}: it must be >= 0")
+            checks.in_range(name, hyper.get(name, 0.0), f"{name} value")
+        checks.flag("nesterov", hyper.get("nesterov", False))
         if hyper.get("nesterov") and (hyper.get("momentum", 0) <= 0 or hyper.get("dampening", 0) != 0):
-            raise ValueError("Nesterov momentum needs momentum > 0 and dampening = 0")
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
-    def init_state(self, param: Tensor) -> dict[str, Tensor]:
-        return self._fresh_state(param, self.group_of(param))
+    def init_state(self, param: Tensor, group: dict | None = None) -> dict[str, Tensor]:
+        return self._fresh_state(param, self.group_of(param) if group is None else group)
+
+    def check_slot(self, name: str, values: Any) -> str | None:
+        if name == "step" and not (values >= 0).all():
+            return "holds a negative step count"
+        return None
 
     def _fresh_state(self, param: Tensor, group: dict) -> dict[str, Tensor]:
         if group["momentum"] == 0:
