@@ -10,6 +10,7 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 import toynet as flow
+from toynet import viz
 from toynet.viz import figures
 
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
@@ -39,10 +40,22 @@ def test_figures_are_the_same_bytes_every_time(made_twice):
         assert a.name == b.name and a.read_bytes() == b.read_bytes(), a.name
 
 
-def test_construction_steps_share_one_layout_and_the_gif_has_one_frame_per_step(made_twice):
+def test_construction_stills_are_cropped_legible_and_share_one_layout(made_twice):
     paths = {p.name: p for p in made_twice[0]}
-    with Image.open(paths["01-wxb.png"]) as step1, Image.open(paths["02-z.png"]) as step2:
-        assert step1.size == step2.size  # every node laid out in every step, later ones invisible
+    frames = figures.construction_recording().frames
+    with Image.open(paths["01-wxb.png"]) as step1, Image.open(paths["02-z.png"]) as step2, \
+            Image.open(paths["compute_graph.png"]) as whole:
+        # Cropped to what exists after each step: x, w, b (and the legend) take a third of the final height.
+        assert step1.height < 0.4 * whole.height and step1.height < step2.height < whole.height
+        assert step1.width == step2.width  # the legend, top right, fixes the width of every step
+        for frame, still in ((frames[0], step1), (frames[1], step2)):
+            x0, y0, x1, y1 = frame.window()
+            scale = still.height / (y1 - y0)  # pixels a point, measured on the file
+            assert still.size == pytest.approx(((x1 - x0) * scale, (y1 - y0) * scale), abs=1)
+            assert frame.extent.smallest_text * scale >= 11  # 9 pt legend at 96 dpi: 12 px
+        # One layout, cropped: the top of both stills (x, w and the legend, drawn alike) is the same pixels.
+        band = (step1.width // 2, 0, step1.width, step1.height // 2)
+        assert step1.convert("RGB").crop(band).tobytes() == step2.convert("RGB").crop(band).tobytes()
     with Image.open(paths["dynamic_graph.gif"]) as gif:
         assert gif.n_frames == 3  # x, w, b; z; y and the loss
         sizes = set()
@@ -50,6 +63,9 @@ def test_construction_steps_share_one_layout_and_the_gif_has_one_frame_per_step(
             gif.seek(i)
             sizes.add(gif.size)
         assert len(sizes) == 1
+        whole = frames[-1].window()
+        picture = gif.size[1] - (viz.gif.CAPTION_LINES * (viz.gif.CAPTION_PX + 4) + 12)  # less the caption
+        assert frames[-1].extent.smallest_text * picture / (whole[3] - whole[1]) >= 11  # the whole graph, legible
 
 
 def test_figures_leave_the_random_stream_and_graph_names_alone(tmp_path):

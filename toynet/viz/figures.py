@@ -5,7 +5,8 @@
 
 ==========================  ===================================================================
 ``compute_graph.png``       the autograd graph of the tutorial's example (x, w, b, z, l)
-``01-wxb.png``, ``02-z.png``  the same graph as Eager mode builds it: after x, w, b; after z
+``01-wxb.png``, ``02-z.png``  the same graph as Eager mode builds it: after x, w, b; after z (each cropped
+                            to what exists then, in the final graph's layout)
 ``dynamic_graph.gif``       the construction, one frame per step (the third step is the whole graph)
 ``static_graph.png``        the poly-fit ``LinearTrainGraph`` by module: forward, backward, optimizer
 ``passes_fusion.png``       that graph before and after the fusion pass
@@ -35,7 +36,7 @@ from ..tensor import Tensor
 from ..vision.models import mobilenet_v2
 from . import draw, draw_pass, picture_of  # toynet.viz's own functions (the package is loaded before this module)
 from .dot import to_digraph
-from .recording import record
+from .recording import Recorder, record
 from .rendering import to_png, to_svg
 
 #: Longest side of the graph PNGs, in pixels (dot's default 96 dpi otherwise; big graphs are scaled down).
@@ -71,7 +72,7 @@ def loss(y_pred: Tensor, y: Tensor) -> Tensor:
     return flow.sum(1 / 2 * (y_pred - y) ** 2)
 
 
-def construction_figures(out: Path) -> list[Path]:
+def construction_recording() -> Recorder:
     """The tutorial's autograd example, recorded as Eager mode builds it, in three steps."""
     with record() as rec:
         x = flow.ones(1, 5)  # the input
@@ -83,10 +84,16 @@ def construction_figures(out: Path) -> list[Path]:
         y = flow.zeros(1, 3)  # the label
         l = loss(z, y)  # noqa: F841  (l names the loss in the drawing)
         rec.step()
+    return rec
+
+
+def construction_figures(out: Path) -> list[Path]:
+    """The whole graph, its first two steps as stills, and the GIF of the three steps."""
+    rec = construction_recording()
     frames = rec.frames
     paths = [_write_png(out / "compute_graph.png", to_png(rec.drawing(), MAX_PNG)),
-             _write_png(out / "01-wxb.png", to_png(frames[0].drawing, MAX_PNG)),
-             _write_png(out / "02-z.png", to_png(frames[1].drawing, MAX_PNG))]
+             _write_png(out / "01-wxb.png", frames[0].to_png(max_px=MAX_PNG)),  # cropped, not laid out again
+             _write_png(out / "02-z.png", frames[1].to_png(max_px=MAX_PNG))]
     paths.append(Path(rec.to_gif(str(out / "dynamic_graph.gif"), duration=1.5)))
     return paths
 
