@@ -747,6 +747,52 @@ def test_record_static_nodes_reported_by_hand_and_by_the_tracer():
     assert len(updates) == len(graph.traced_ir.updates)  # the traced graph was found after the block
 
 
+def _svg_text_px(svg):
+    """The pixels a point of ``svg`` is shown at (its width over its viewBox) and its smallest text, in px."""
+    width = float(re.search(r'<svg width="([\d.]+)px"', svg)[1])
+    box = float(re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+)', svg)[1])
+    sizes = [float(v) for v in re.findall(r'font-size="([\d.]+)"', svg)]
+    return width / box, min(sizes) * width / box
+
+
+@needs_dot
+def test_frames_are_cropped_to_what_they_draw_in_one_layout():
+    from PIL import Image
+
+    frames = _record_seed().frames
+    first, last = frames[0].extent, frames[-1].extent
+    assert first.bb == last.bb  # one layout: invisible nodes keep their places
+    assert set(first.nodes) < set(last.nodes) and all(last.nodes[n] == box for n, box in first.nodes.items())
+    assert first.smallest_text == last.smallest_text == 9  # the legend's text
+    assert set(frames[1].added) == set(frames[1].extent.nodes) - set(first.nodes)
+    windows = [f.window() for f in frames]
+    heights = [w[3] - w[1] for w in windows]
+    assert heights == sorted(heights) and heights[0] < 0.4 * heights[-1]  # x, w, b: a third of the whole
+    assert all(w[3] == windows[0][3] for w in windows)  # the top (legend, inputs) is the same in every step
+    png = frames[0].to_png()
+    size = Image.open(io.BytesIO(png)).size
+    scale = frames[0].scale()
+    assert scale == pytest.approx(96 / 72, abs=1e-3)  # dot's own 96 dpi: the 9 pt legend is 12 px
+    assert size == pytest.approx(((windows[0][2] - windows[0][0]) * scale, heights[0] * scale), abs=1)
+    assert first.smallest_text * size[1] / heights[0] >= 11
+    # shrunk to fit, but never under 11 px text: 9 pt at 11/9 px a point
+    assert frames[-1].scale(max_px=300) == pytest.approx(11 / 9, abs=1e-3)
+    assert frames[0].scale(max_px=560) == pytest.approx(560 / max(windows[0][2] - windows[0][0], heights[0]),
+                                                        abs=1e-3)  # shrunk to fit where that is legible
+
+
+def test_follow_keeps_the_new_nodes_in_a_window_that_fits():
+    whole = (0.0, 0.0, 100.0, 1000.0)
+    assert viz.frames.follow(whole, (100, 1000), (0, 0, 10, 10)) == whole  # it fits: no camera
+    top = viz.frames.follow(whole, (100, 200), (40, 950, 60, 990))
+    assert top == (0.0, 800.0, 100.0, 1000.0)  # kept inside the whole
+    window = viz.frames.follow(whole, (100, 200), (40, 400, 60, 440))
+    assert window[1] == 400 - viz.frames.MARGIN and window[3] - window[1] == 200  # new nodes at the bottom
+    assert viz.frames.follow(whole, (100, 200), None, window) == window  # nothing new: stay
+    lr = viz.frames.follow((0.0, 0.0, 1000.0, 50.0), (200, 50), (400, 0, 440, 50), rankdir="LR")
+    assert lr[2] == 440 + viz.frames.MARGIN  # left to right: the new nodes at the right edge
+
+
 @needs_dot
 def test_gif_has_one_frame_per_step(tmp_path):
     from PIL import Image
