@@ -812,12 +812,38 @@ def test_gif_has_one_frame_per_step(tmp_path):
 
 
 @needs_dot
+def test_gif_text_is_legible_at_its_size(tmp_path):
+    from PIL import Image
+
+    rec = _record_seed()
+    band = viz.gif.CAPTION_LINES * (viz.gif.CAPTION_PX + 4) + 12
+    whole = rec.frames[-1].window()
+    tall = whole[3] - whole[1]
+    smallest = rec.frames[-1].extent.smallest_text
+    for max_size in (1600, 600, 300):  # 1600: the whole graph at 96 dpi; 600 and 300 would shrink it
+        path = rec.to_gif(str(tmp_path / f"build{max_size}.gif"), max_size=max_size)
+        views = viz.gif._views(rec.frames, max_size, 11)
+        with Image.open(path) as gif:
+            picture = gif.size[1] - band
+            window = views[0][1]
+            scale = picture / (window[3] - window[1])
+            assert smallest * scale >= 11 * 0.995, max_size  # text px = points x pixels a point
+            assert picture <= max(max_size, 0) + 1
+        if max_size == 1600:
+            assert picture == pytest.approx(tall * 96 / 72, abs=1)  # fits: dot's 96 dpi, whole graph
+        else:  # too big at 11 px text: a window that follows the new nodes, the last step's at the bottom
+            assert views[0][1] != views[-1][1] and views[-1][1][1] == pytest.approx(whole[1])
+            loss = rec.frames[-1].extent.nodes[rec.frames[-1].added[-1]]
+            assert views[-1][1][1] <= loss[1] and loss[3] <= views[-1][1][3]
+
+
+@needs_dot
 def test_player_steps_through_frames():
     rec = _record_seed()
     player = rec.player(interval=300)
     assert player.slider.max == player.play.max == len(rec.frames) - 1 and player.play.interval == 300
     first_view, first_caption = player.view.value, player.caption.value
-    assert first_view.startswith("<svg") and "step 1/4" in first_caption
+    assert "<svg" in first_view and "step 1/4" in first_caption
     player.slider.value = 1
     assert player.view.value != first_view
     assert "step 2/4" in player.caption.value and "z = flow.matmul(x, w) + b" in player.caption.value

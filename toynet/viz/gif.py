@@ -1,8 +1,9 @@
 """Animated GIFs of a recording: each frame rendered to PNG by ``dot``, captioned and joined by Pillow.
 
-The frames of a recording share one layout (see :mod:`toynet.viz.recording`), so their PNGs have the same
-size and every node stays put; the caption band under each picture says which step it is and which
-source statement ran.
+The frames of a recording share one layout (see :mod:`toynet.viz.recording`), and every frame of the
+GIF shows the same part of it at the same scale, so every node stays put; the caption band under each
+picture says which step it is and which source statement ran. The scale comes from the layout: the
+smallest text is at least :data:`~toynet.viz.rendering.MIN_TEXT_PX` pixels high.
 """
 
 from __future__ import annotations
@@ -12,21 +13,28 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from .rendering import to_png
+from .frames import follow
+from .rendering import MIN_TEXT_PX, Box, scale_for
 
 CAPTION_LINES = 4
-CAPTION_WIDTH = 90  # characters
+CAPTION_PX = 14   # the caption's font size
+MIN_WIDTH = 400   # pixels: room for a caption under a narrow graph
+FAST_OCTREE = 2   # Pillow's Image.Quantize.FASTOCTREE: 5x faster than the GIF writer's own median cut on big frames
 
 
 def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float | None = None,
-           captions: bool = True, loop: int = 0, max_size: int | None = 1600) -> str:
+           captions: bool = True, loop: int = 0, max_size: int | None = 1600,
+           min_text_px: float = MIN_TEXT_PX) -> str:
     """Write ``frames`` (:class:`~toynet.viz.recording.Frame` objects) to ``path`` as an animated GIF.
 
     ``fps`` frames per second, or ``duration`` seconds per frame; ``loop=0`` repeats forever.
-    ``max_size``: pictures larger than this many pixels (longest side) are scaled down by ``dot``
-    (rasterising a huge graph costs seconds a frame; ``None`` keeps full size). Returns ``path``.
+    Every frame shows what the last one draws (the whole graph), at dot's 96 dpi, or smaller if its
+    longest side would pass ``max_size`` pixels, but never so small that text is under ``min_text_px``
+    pixels. A graph still bigger than ``max_size`` at that scale is shown through a ``max_size`` window
+    that follows the nodes each step adds (``None``: the whole graph, however big; rasterising a huge
+    graph costs seconds a frame). Returns ``path``.
     """
-    from PIL import Image
+    from PIL import Image, ImageDraw, ImageFont
 
     if not frames:
         raise ValueError("nothing to animate: the recording has no steps (the `with flow.viz.record()` block "
@@ -35,46 +43,64 @@ def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float |
         if fps <= 0:
             raise ValueError(f"fps must be positive, got {fps}")
         duration = 1.0 / fps
-    pictures = [Image.open(io.BytesIO(to_png(frame.drawing, max_size))).convert("RGB") for frame in frames]
-    width = max(p.width for p in pictures)
+    pictures = [Image.open(io.BytesIO(frame.to_png(scale, window))).convert("RGB")
+                for frame, window, scale in _views(frames, max_size, min_text_px)]
+    width = max(max(p.width for p in pictures), MIN_WIDTH if captions else 1)
     height = max(p.height for p in pictures)
-    texts = [_caption(i, len(frames), frame.label) for i, frame in enumerate(frames)] if captions else []
-    font, line_height = _font()
+    font, line_height = _font(ImageFont)
     band = (CAPTION_LINES * line_height + 12) if captions else 0
     canvases = []
     for i, picture in enumerate(pictures):
-        canvas = Image.new("RGB", (max(width, 400 if captions else 1), height + band), "white")
-        canvas.paste(picture, (0, 0))  # same layout in every frame: top-left anchoring keeps nodes put
+        canvas = Image.new("RGB", (width, height + band), "white")
+        canvas.paste(picture, (0, 0))  # same window and scale in every frame: the nodes stay put
         if captions:
-            _write(canvas, texts[i], (8, height + 6), font, line_height)
-        canvases.append(canvas)
+            lines = _caption(i, len(frames), frames[i].label, lambda text: font.getlength(text) <= width - 16)
+            _write(ImageDraw.Draw(canvas), lines, (8, height + 6), font, line_height)
+        canvases.append(canvas.quantize(256, method=FAST_OCTREE))
     canvases[0].save(path, format="GIF", save_all=True, append_images=canvases[1:],
                      duration=round(duration * 1000), loop=loop)
     return path
 
 
-def _caption(index: int, total: int, label: str) -> list[str]:
+def _views(frames: Sequence[Any], max_size: int | None, min_text_px: float) -> list[tuple[Any, Box, float]]:
+    """Each frame with the window it shows and the scale: the last frame's window (everything) if it
+    fits in ``max_size`` at a legible scale, else a ``max_size`` window following each step's new nodes
+    (:func:`~toynet.viz.frames.follow`)."""
+    last = frames[-1].extent  # the layout is the same in every frame; the last draws every node
+    whole = frames[-1].window()
+    size = (whole[2] - whole[0], whole[3] - whole[1])
+    scale = scale_for(size, last.smallest_text, max_size, min_text_px)
+    most = size if max_size is None else (max_size // scale, max_size // scale)  # whole points, as the windows
+    shown = (min(size[0], most[0]), min(size[1], most[1]))
+    views, window = [], None
+    for frame in frames:
+        window = follow(whole, shown, frame.focus(last), window, frame.drawing.graph_attr.get("rankdir", "TB"))
+        views.append((frame, window, scale))
+    return views
+
+
+def _caption(index: int, total: int, label: str, fits: Any) -> list[str]:
+    """The caption's lines, each wrapped so that ``fits(line)``, the last cut with " ..." if too many."""
     lines = [f"step {index + 1}/{total}"]
     for line in label.splitlines():
-        lines += textwrap.wrap(line, CAPTION_WIDTH, subsequent_indent="    ") or [""]
+        wrapped, width = [line], len(line)
+        while width > 20 and not all(fits(w) for w in wrapped):
+            width -= 5
+            wrapped = textwrap.wrap(line, width, subsequent_indent="    ")
+        lines += wrapped or [""]
     if len(lines) > CAPTION_LINES:
         lines = lines[:CAPTION_LINES - 1] + [lines[CAPTION_LINES - 1] + " ..."]
     return lines
 
 
-def _font() -> tuple[Any, int]:
-    from PIL import ImageFont
-
+def _font(image_font: Any) -> tuple[Any, int]:
     try:
-        return ImageFont.load_default(size=14), 18
+        return image_font.load_default(size=CAPTION_PX), CAPTION_PX + 4
     except TypeError:  # Pillow < 10.1: a fixed bitmap font
-        return ImageFont.load_default(), 14
+        return image_font.load_default(), 14
 
 
-def _write(canvas: Any, lines: list[str], at: tuple[int, int], font: Any, line_height: int) -> None:
-    from PIL import ImageDraw
-
-    draw = ImageDraw.Draw(canvas)
+def _write(draw: Any, lines: list[str], at: tuple[int, int], font: Any, line_height: int) -> None:
     x, y = at
     for i, line in enumerate(lines):
         draw.text((x, y + i * line_height), line, fill=(33, 37, 41) if i else (214, 51, 108), font=font)

@@ -52,7 +52,7 @@ from .frames import Frame, Step, build_frames
 from .gif import to_gif
 from .model import Picture
 from .names import Namer, find_names, frame_namespaces
-from .rendering import Drawing
+from .rendering import MIN_TEXT_PX, Drawing
 from .source import StatementIndex
 
 
@@ -293,19 +293,21 @@ class Recorder:
         return to_digraph(self._picture, **self._layout)
 
     def to_gif(self, path: str, fps: float = 1.0, duration: float | None = None, captions: bool = True,
-               loop: int = 0, max_size: int | None = 1600) -> str:
-        """Save the frames as an animated GIF (see :func:`toynet.viz.gif.to_gif`)."""
+               loop: int = 0, max_size: int | None = 1600, min_text_px: float = MIN_TEXT_PX) -> str:
+        """Save the frames as an animated GIF, its text at least ``min_text_px`` pixels high (see
+        :func:`toynet.viz.gif.to_gif`)."""
         return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop,
-                      max_size=max_size)
+                      max_size=max_size, min_text_px=min_text_px)
 
-    def player(self, interval: int = 1000) -> Any:
-        """A notebook widget: Play, a step slider, the step's source line and the graph as SVG."""
+    def player(self, interval: int = 1000, height: int = 700) -> Any:
+        """A notebook widget at most ``height`` pixels high: Play, a step slider, the step's source line
+        above the graph as SVG (see :mod:`toynet.viz.player`)."""
         try:
             from .player import Player  # needs ipywidgets: toynet.viz imports without it
         except ImportError as error:
             raise ImportError("rec.player() needs ipywidgets (pip install ipywidgets; JupyterLab 3+ and Notebook 7 "
                               "show it without more setup); rec.to_gif('build.gif') works without it") from error
-        return Player(self.frames, interval=interval)
+        return Player(self.frames, interval=interval, height=height)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         frames = self.frames
