@@ -852,6 +852,36 @@ def test_player_steps_through_frames():
 
 
 @needs_dot
+def test_player_fits_700_px_with_controls_above_and_legible_text():
+    rec = _record_seed()
+    player = rec.player()
+    controls, caption, view = player.children
+    assert controls.children == (player.play, player.slider) and caption is player.caption and view is player.view
+    px = [int((w.layout.max_height or w.layout.height).removesuffix("px")) for w in player.children]
+    assert player.layout.max_height == "700px" and sum(px) + viz.player.GAPS <= 700
+    assert px == [viz.player.CONTROLS, viz.player.CAPTION, player.view_height] and player.view_height >= 500
+    svgs = []
+    for step in range(len(rec.frames)):
+        player.slider.value = step
+        assert f"max-height:{player.view_height}px;overflow:auto" in player.view.value  # a bigger picture scrolls
+        svgs.append(player.view.value[player.view.value.find("<svg"):])
+    assert "flex-direction:column-reverse" in player.view.value  # the last step opens at the bottom: the loss
+    corner = viz.player._scroll_box("<svg/>", (0, 0, 100, 100), (80, 80, 90, 90), 500)  # new nodes top right
+    assert "flex-direction:column;" in corner and "direction:rtl" in corner
+    scales, text_px = zip(*(_svg_text_px(svg) for svg in svgs))
+    assert len({round(s, 3) for s in scales}) == 1  # one scale: nothing grows or shrinks between steps
+    assert min(text_px) >= 11 * 0.995
+    heights = [float(re.search(r'height="([\d.]+)px"', svg)[1]) for svg in svgs]
+    assert heights[0] < 0.4 * heights[-1]  # the first step shows x, w and b, not the empty final frame
+    # The final graph is taller than the view at 11 px text: it scrolls rather than shrinks.
+    assert heights[-1] > player.view_height and player.scale == pytest.approx(11 / 9, abs=1e-3)
+    small = rec.player(height=400)
+    assert small.layout.max_height == "400px" and small.scale == player.scale
+    with pytest.raises(ValueError, match="no room for the picture"):
+        rec.player(height=150)
+
+
+@needs_dot
 def test_player_shows_the_source_line_of_graph_mode_steps():
     graph = _train_graph()
     with viz.record() as rec:
