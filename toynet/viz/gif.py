@@ -19,7 +19,7 @@ from .rendering import MIN_TEXT_PX, Box, scale_for
 CAPTION_LINES = 4
 CAPTION_PX = 14   # the caption's font size
 MIN_WIDTH = 400   # pixels: room for a caption under a narrow graph
-FAST_OCTREE = 2   # Pillow's Image.Quantize.FASTOCTREE: 5x faster than the GIF writer's own median cut on big frames
+MAX_COVERAGE = 1  # Pillow's Image.Quantize.MAXCOVERAGE: exact fills and white, twice as fast as the GIF writer's median cut
 
 
 def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float | None = None,
@@ -56,7 +56,7 @@ def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float |
         if captions:
             lines = _caption(i, len(frames), frames[i].label, lambda text: font.getlength(text) <= width - 16)
             _write(ImageDraw.Draw(canvas), lines, (8, height + 6), font, line_height)
-        canvases.append(canvas.quantize(256, method=FAST_OCTREE))
+        canvases.append(canvas.quantize(256, method=MAX_COVERAGE))
     canvases[0].save(path, format="GIF", save_all=True, append_images=canvases[1:],
                      duration=round(duration * 1000), loop=loop)
     return path
