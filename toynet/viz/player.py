@@ -7,7 +7,8 @@ It fits a laptop screen: the controls (Play, the slider, the step with its sourc
 picture, and the whole widget is at most ``height`` pixels (700) high. The picture has one scale for the
 whole recording, chosen to fit the final graph into the view but never so small that text is under
 :data:`~toynet.viz.rendering.MIN_TEXT_PX` pixels; a graph too big for that scrolls, and each step opens
-scrolled to the corner nearest its new nodes (the bottom of a top-down graph).
+scrolled to the corner nearest its new nodes (the bottom of a top-down graph): the box that scrolls
+takes the flex-flow whose start is that corner, so no script is needed.
 Each frame shows the final picture's part cut back to the nodes present so far (:meth:`Frame.grown`),
 so early steps are small and no node moves. A frame is rendered to SVG by ``dot`` when first shown.
 """
@@ -30,8 +31,9 @@ GAPS = 12        # the widgets' margins
 
 
 class Player(widgets.VBox):
-    """``rec.player()``: the widget; ``.play``, ``.slider``, ``.caption`` and ``.view`` are its parts;
-    ``.scale`` is the picture's pixels per point, ``.view_height`` the most pixels it is shown in."""
+    """``rec.player()``: the widget; ``.play``, ``.slider``, ``.caption`` and ``.view`` are its parts
+    (``.view`` holds the SVG, inside ``.picture``, the box that scrolls); ``.scale`` is the picture's
+    pixels per point, ``.view_height`` the most pixels it is shown in."""
 
     def __init__(self, frames: Sequence[Any], interval: int = 1000, height: int = HEIGHT):
         if not frames:
@@ -51,10 +53,14 @@ class Player(widgets.VBox):
         self.slider = widgets.IntSlider(value=0, min=0, max=last, step=1, description="step")
         widgets.jslink((self.play, "value"), (self.slider, "value"))
         self.caption = widgets.HTML(layout=widgets.Layout(max_height=f"{CAPTION}px", overflow="auto"))
-        self.view = widgets.HTML(layout=widgets.Layout(max_height=f"{self.view_height}px", overflow="hidden"))
+        self.view = widgets.HTML()
+        # The box that scrolls: as wide as the picture (up to the notebook's width), at most view_height high.
+        self.picture = widgets.Box([self.view], layout=widgets.Layout(
+            max_height=f"{self.view_height}px", width="fit-content", max_width="100%", overflow="auto",
+            align_items="flex-start", flex_flow=CORNERS[False, False]))
         self.slider.observe(self._on_slider, names="value")
         controls = widgets.HBox([self.play, self.slider], layout=widgets.Layout(height=f"{CONTROLS}px"))
-        super().__init__([controls, self.caption, self.view],
+        super().__init__([controls, self.caption, self.picture],
                          layout=widgets.Layout(max_height=f"{height}px", overflow="hidden"))
         self.show(0)
 
@@ -64,25 +70,29 @@ class Player(widgets.VBox):
     def show(self, index: int) -> None:
         """Display frame ``index`` (what moving the slider does)."""
         frame = self.frames[index]
+        window = frame.grown(self._whole)
         if index not in self._svgs:
-            window = frame.grown(self._whole)
             svg = frame.to_svg(self.scale, window)
-            self._svgs[index] = _scroll_box(svg[svg.find("<svg"):], window, frame.focus(), self.view_height)
+            svg = svg[svg.find("<svg"):]  # without the XML prologue, to sit in HTML
+            self._svgs[index] = '<svg style="display:block"' + svg[len("<svg"):]  # no gap under it
         where = f"line {frame.lineno}: " if frame.lineno else ""
-        self.caption.value = (f"<div style='line-height:1.3'><b>step {index + 1}/{len(self.frames)}</b> "
-                              f"{html.escape(where)}<pre style='margin:0;line-height:1.3'>"
-                              f"{html.escape(frame.label)}</pre></div>")
+        self.caption.value = (f"<b>step {index + 1}/{len(self.frames)}</b> {html.escape(where)}"
+                              f"<pre style='margin:0;line-height:1.3'>{html.escape(frame.label)}</pre>")
         self.view.value = self._svgs[index]
+        self.picture.layout.flex_flow = corner(window, frame.focus())
 
 
-def _scroll_box(svg: str, window: Box, focus: Box | None, height: int) -> str:
-    """The SVG in a box at most ``height`` pixels high that scrolls, opening at the corner nearest the
-    step's new nodes (``focus``) without a script: a ``column-reverse`` flexbox opens at its bottom, a
-    right-to-left one at its right. A new box each step, so each step opens there again."""
+#: (right, bottom) -> the flex-flow whose scroll origin is that corner: a box that scrolls opens at the
+#: start of its flex directions, so the new nodes are in view without a script.
+CORNERS = {(False, False): "row", (True, False): "row-reverse", (False, True): "row wrap-reverse",
+           (True, True): "row-reverse wrap-reverse"}
+
+
+def corner(window: Box, focus: Box | None) -> str:
+    """The flex-flow that opens ``window`` scrolled to the corner nearest ``focus`` (a step's new nodes)."""
+    if focus is None:
+        return CORNERS[False, False]
     x0, y0, x1, y1 = window
-    fx, fy = ((focus[0] + focus[2]) / 2, (focus[1] + focus[3]) / 2) if focus else (x0, y1)
-    column = "column-reverse" if fy < (y0 + y1) / 2 else "column"  # y points up: below the middle
-    direction = "rtl" if fx > (x0 + x1) / 2 else "ltr"
-    return (f"<div style='display:flex;flex-direction:{column};align-items:flex-start;direction:{direction};"
-            f"width:fit-content;max-width:100%;max-height:{height}px;overflow:auto;line-height:0'>"
-            f"<div style='direction:ltr;width:max-content'>{svg}</div></div>")
+    right = (focus[0] + focus[2]) / 2 > (x0 + x1) / 2
+    bottom = (focus[1] + focus[3]) / 2 < (y0 + y1) / 2  # y points up
+    return CORNERS[right, bottom]
