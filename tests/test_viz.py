@@ -775,6 +775,10 @@ def test_frames_are_cropped_to_what_they_draw_in_one_layout():
     assert scale == pytest.approx(96 / 72, abs=1e-3)  # dot's own 96 dpi: the 9 pt legend is 12 px
     assert size == pytest.approx(((windows[0][2] - windows[0][0]) * scale, heights[0] * scale), abs=1)
     assert first.smallest_text * size[1] / heights[0] >= 11
+    shown = frames[0]._repr_mimebundle_()  # a notebook shows a frame as its still
+    assert shown["text/plain"].startswith("<toynet.viz.Frame 1: x = flow.ones(1, 5)")
+    assert _svg_text_px(shown["image/svg+xml"]) == pytest.approx((scale, 12), abs=0.01)
+    assert set(frames[0]._repr_mimebundle_(include=["image/svg+xml"])) == {"image/svg+xml"}
     # shrunk to fit, but never under 11 px text: 9 pt at 11/9 px a point
     assert frames[-1].scale(max_px=300) == pytest.approx(11 / 9, abs=1e-3)
     assert frames[0].scale(max_px=560) == pytest.approx(560 / max(windows[0][2] - windows[0][0], heights[0]),

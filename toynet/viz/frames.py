@@ -94,7 +94,11 @@ class Frame:
         return to_svg(self.drawing, window=window or self.window(), scale=scale or self.scale())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        return self.drawing._repr_mimebundle_(include, exclude)
+        """A notebook shows the frame as its still: cropped, at a legible scale."""
+        svg = self.to_svg()
+        bundle = {"image/svg+xml": svg[svg.find("<svg"):], "text/plain": f"<toynet.viz.Frame {self.index + 1}: "
+                                                                         f"{self.label.splitlines()[0]}>"}
+        return {k: v for k, v in bundle.items() if (not include or k in include) and (not exclude or k not in exclude)}
 
 
 @dataclass
