@@ -19,7 +19,7 @@ from .rendering import MIN_TEXT_PX, Box, scale_for
 CAPTION_LINES = 4
 CAPTION_PX = 14   # the caption's font size
 MIN_WIDTH = 400   # pixels: room for a caption under a narrow graph
-MAX_COVERAGE = 1  # Pillow's Image.Quantize.MAXCOVERAGE: exact fills and white, twice as fast as the GIF writer's median cut
+MAX_COVERAGE = 1  # Pillow's Image.Quantize.MAXCOVERAGE: exact white and fills, 2x as fast as median cut
 
 
 def to_gif(frames: Sequence[Any], path: str, fps: float = 1.0, duration: float | None = None,
