@@ -37,8 +37,11 @@ SHOTS = Path(os.environ.get("TOYNET_SHOTS", "/tmp/site-shots"))
 PAGES = ["", "notebooks/", "figures/", *[f"notebooks/{nb.stem}/" for nb in NOTEBOOKS], "api/", "api/graph/"]
 #: The pages photographed, and the file names of their screenshots.
 SCREENSHOTS = {"": "home.png", "notebooks/02_autograd_on_arrays/": "notebook-02.png", "api/graph/": "api-graph.png"}
-#: Console errors forgiven: fonts a page may ask the internet for (none today: theme.font is false).
-FORGIVEN = ("fonts.googleapis.com", "fonts.gstatic.com", ".woff", ".ttf", "font")
+#: Requests off the site (and their console errors) forgiven, as extras a page reads fine without: fonts
+#: (none asked for today: theme.font is false), and the stars and forks Material fetches to show beside a
+#: GitHub or GitLab repo_url (docs/hooks.py sets one when the clone has an origin remote).
+FORGIVEN = ("fonts.googleapis.com", "fonts.gstatic.com", ".woff", ".ttf", "font",
+            "https://api.github.com/repos/", "/api/v4/projects/")
 
 
 def find_chromium() -> str:
