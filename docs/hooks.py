@@ -9,18 +9,35 @@ folders to the files mkdocs builds, under the same paths as in the repository (`
 * ``notebooks.md``: each notebook's title and first paragraph, where the page says ``<!-- notebooks -->``;
 * ``figures.md``: every picture in ``imgs/``, where the page says ``<!-- figures -->``.
 
+They also make the site read well offline, with nothing fetched from the internet:
+
+* maths: MathJax 3 (the ``mathjax`` folder of the PyPI package ``django-static-mathjax``, in the ``docs``
+  extra) is copied into the site as ``assets/mathjax/``, and every notebook page loses the MathJax 2 loader
+  that nbconvert writes with an empty address (``<script src="">``, so maths stayed raw TeX);
+  ``docs/assets/js/mathjax-config.js`` then typesets notebook Markdown and ``pymdownx.arithmatex`` maths;
+* widgets: a stored ipywidgets view needs a Python kernel and a renderer fetched from a CDN, so notebook
+  pages show a note in its place instead of an empty box and a failed download;
+* getting a notebook: each notebook page starts with a bar that downloads its ``.ipynb`` (copied next to
+  the page by mkdocs-jupyter's ``include_source``), links "Run it locally" and the repository, whose
+  address (``repo_url``) is read from the clone's ``origin`` remote when mkdocs.yml does not give one.
+
 So a new notebook or figure appears in the site without touching mkdocs.yml, and a missing one never
 leaves a dead link behind (``mkdocs build --strict`` would fail on it).
 """
 
 from __future__ import annotations
 
+import html
 import json
+import posixpath
 import re
+import subprocess
 from pathlib import Path
 
+from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
+from mkdocs.utils import get_relative_url
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -51,13 +68,55 @@ def figure_paths() -> list[Path]:
     return sorted(p for p in IMGS.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES)
 
 
+def mathjax_dir() -> Path:
+    """The folder of MathJax 3's combined components (``tex-svg-full.js``...), from the ``mathjax`` package."""
+    try:
+        import mathjax  # the PyPI package django-static-mathjax: MathJax's files, no Django needed
+    except ImportError:
+        raise PluginError("MathJax is not installed, so the site's maths could not be typeset offline: "
+                          "pip install -e '.[docs]' (it brings django-static-mathjax)") from None
+    folder = Path(mathjax.__file__).parent / "static" / "mathjax"
+    if not (folder / "es5" / MATHJAX_BUNDLE).is_file():
+        raise PluginError(f"{folder / 'es5' / MATHJAX_BUNDLE} is missing: reinstall django-static-mathjax")
+    return folder
+
+
+#: One file holds all of MathJax for TeX input and SVG output (glyphs included): no fonts or extensions to
+#: fetch, so maths works from a site opened without internet.
+MATHJAX_BUNDLE = "tex-svg-full.js"
+
+
+def origin_url(root: Path = ROOT) -> str | None:
+    """The clone's ``origin`` remote as a web address (``git@host:o/r.git`` -> ``https://host/o/r``), if any."""
+    try:
+        url = subprocess.run(["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True,
+                             text=True, timeout=10, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return web_address(url)
+
+
+def web_address(url: str) -> str | None:
+    """A remote's address as a browser can open it, or None for a local path or an unknown form."""
+    url = url.strip()
+    if m := re.fullmatch(r"(?:ssh://)?git@([^:/]+)[:/](.+?)(?:\.git)?/?", url):
+        return f"https://{m[1]}/{m[2]}"
+    if m := re.fullmatch(r"(https?://)(?:[^@/]+@)?(.+?)(?:\.git)?/?", url):  # drop any credentials
+        return m[1] + m[2]
+    return None
+
+
 def on_config(config):
-    """Fill the navigation's "Notebooks" section with every notebook there is, titled by its heading."""
+    """Fill the navigation's "Notebooks" section with every notebook there is, titled by its heading;
+    take the repository's address from the ``origin`` remote when mkdocs.yml gives none."""
     for item in config["nav"] or []:
         if isinstance(item, dict) and "Notebooks" in item:
             overview = [entry for entry in item["Notebooks"] or [] if entry == "notebooks.md"]
             item["Notebooks"] = overview + [{_title_and_summary(p)[0]: f"notebooks/{p.name}"}
                                             for p in notebook_paths()]
+    if not config.get("repo_url") and (url := origin_url()):
+        config["repo_url"] = url
+        config["repo_name"] = "/".join(url.rstrip("/").split("/")[-2:])
     return config
 
 
@@ -66,7 +125,56 @@ def on_files(files: Files, config) -> Files:
     for path in notebook_paths() + figure_paths():
         files.append(File(path.relative_to(ROOT).as_posix(), src_dir=str(ROOT), dest_dir=config["site_dir"],
                           use_directory_urls=config["use_directory_urls"]))
+    mathjax = mathjax_dir()
+    for src, dest in [(mathjax / "es5" / MATHJAX_BUNDLE, MATHJAX_BUNDLE), (mathjax / "LICENSE", "LICENSE")]:
+        files.append(File.generated(config, f"assets/mathjax/{dest}", abs_src_path=str(src)))
     return files
+
+
+# nbconvert's MathJax 2 loader (an empty ``<script src="">`` when mkdocs-jupyter is given no address, and a
+# ``text/x-mathjax-config`` block only MathJax 2 reads): the site loads MathJax 3 itself, on every page.
+_MATHJAX2 = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.DOTALL)
+# The script that fetches the ipywidgets renderer from a CDN, and the stored widget state it would read.
+_WIDGET_LOADER = re.compile(r"<script>\s*\(function\(\) \{\s*function addWidgetsRenderer\(\).*?</script>", re.DOTALL)
+_WIDGET_STATE = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">.*?</script>', re.DOTALL)
+_WIDGET_VIEW = re.compile(r'<script type="application/vnd\.jupyter\.widget-view\+json">.*?</script>', re.DOTALL)
+WIDGET_NOTE = ('<div class="admonition note toynet-widget-note"><p class="admonition-title">Interactive widget</p>'
+               "<p>This output is an interactive widget: it needs the notebook's Python kernel, so it shows only "
+               'when you <a href="{run}">run the notebook yourself</a>. The pictures around it show the same '
+               "steps.</p></div>")
+
+
+def is_notebook(page) -> bool:
+    return page.file.src_uri.endswith(".ipynb")
+
+
+def on_page_content(html_text: str, page, config, files) -> str:
+    """Notebook pages: no MathJax 2 loader, no CDN widget renderer, and a bar to download or run them."""
+    if not is_notebook(page):
+        return html_text
+    run = get_relative_url("notebooks/", page.url) + "#run-it-locally"
+    html_text = _MATHJAX2.sub("", html_text)
+    html_text = _WIDGET_LOADER.sub("", html_text)
+    html_text = _WIDGET_STATE.sub("", html_text)
+    html_text = _WIDGET_VIEW.sub(WIDGET_NOTE.format(run=run), html_text)
+    bar = notebook_bar(page, config, run)
+    if "</h1>" in html_text:  # under the notebook's title
+        return html_text.replace("</h1>", "</h1>\n" + bar, 1)
+    return bar + html_text
+
+
+def notebook_bar(page, config, run: str) -> str:
+    """Download this ``.ipynb`` (mkdocs-jupyter copies it beside the page), run it locally, the repository."""
+    name = posixpath.basename(page.file.src_uri)
+    ipynb = get_relative_url(posixpath.join(posixpath.dirname(page.file.dest_uri), name), page.url)
+    links = [(f'<a href="{html.escape(ipynb)}" download="{html.escape(name)}">Download the notebook '
+              f"<code>{html.escape(name)}</code></a>"),
+             f'<a href="{run}">Run it locally</a>']
+    if config.get("repo_url"):
+        links.append(f'<a href="{html.escape(config["repo_url"])}">Source repository</a>')
+    else:
+        links.append(f"source: <code>{html.escape(page.file.src_uri)}</code> in the toynet repository")
+    return f'<p class="toynet-notebook-bar">{" · ".join(links)}</p>\n'
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
@@ -95,7 +203,6 @@ def _title_and_summary(path: Path) -> tuple[str, str]:
     if paragraphs and paragraphs[0].startswith("# "):
         title = paragraphs.pop(0)[2:].strip().replace("`", "")
     text = " ".join(paragraphs[0].split()) if paragraphs else ""
-    text = re.sub(r"\$([^$]+)\$", r"`\1`", text)  # inline maths as code: this page has no MathJax
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z`*(])", text)
     complete = [s for s in sentences if re.search(r"[.!?][)*_`]*$", s)]
     summary = " ".join(complete[:2]) if complete else text.rstrip(":")

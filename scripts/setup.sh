@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Set up everything toynet needs on a fresh machine, idempotently:
-#   - Graphviz's `dot` (Debian package) when it is missing,
+#   - Graphviz's `dot` and Chromium (Debian packages) when they are missing; Chromium is the browser
+#     tests/test_site_browser.py opens the docs site in, driven by Playwright from the test extra,
 #   - a virtual environment in .venv with toynet (editable) and the test/docs tools,
 #   - PyTorch 2.13.0 CPU as an optional test reference, only when a local wheel makes it cheap.
 # Sourced by scripts/main.sh and scripts/test.sh; safe to run again.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if ! command -v dot >/dev/null 2>&1; then
-  echo "[setup] installing Graphviz (dot) from Debian"
+missing=""
+command -v dot >/dev/null 2>&1 || missing="$missing graphviz"       # Graphviz's dot draws every picture
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"  # tests/test_site_browser.py reads the site
+if [ -n "$missing" ]; then
+  echo "[setup] installing$missing from Debian"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq graphviz >/dev/null
+  # shellcheck disable=SC2086  # one word per package
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 
 PY=${PYTHON:-python3}

@@ -31,19 +31,30 @@ pytest.importorskip("mkdocstrings_handlers.python", reason="the docs tools are n
 
 sys.path.insert(0, str(ROOT / "docs"))
 import griffe_rst  # docs/griffe_rst.py, the Griffe extension the API pages use
+import hooks  # docs/hooks.py, the mkdocs hooks
+
+_BUILT: dict[str, Path] = {}
+
+
+def build_site(tmp_path_factory) -> Path:
+    """Build the site with ``mkdocs build --strict``; fail with mkdocs' own messages on any warning.
+
+    Built once per test process and shared with tests/test_site_browser.py, which opens it in Chromium."""
+    if "site" not in _BUILT:
+        out = tmp_path_factory.mktemp("site")
+        env = dict(os.environ, NO_MKDOCS_2_WARNING="1")  # Material's notice about its future, not ours
+        proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+        log = proc.stdout + proc.stderr
+        problems = [line for line in log.splitlines() if line.startswith(("WARNING", "ERROR"))]
+        assert proc.returncode == 0 and not problems, "mkdocs build --strict failed:\n" + "\n".join(problems or [log])
+        _BUILT["site"] = out
+    return _BUILT["site"]
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    """Build the site with ``mkdocs build --strict``; fail with mkdocs' own messages on any warning."""
-    out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")  # Material's notice about its future, not a warning of ours
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
-    log = proc.stdout + proc.stderr
-    problems = [line for line in log.splitlines() if line.startswith(("WARNING", "ERROR"))]
-    assert proc.returncode == 0 and not problems, "mkdocs build --strict failed:\n" + "\n".join(problems or [log])
-    return out
+    return build_site(tmp_path_factory)
 
 
 def page(site: Path, path: str) -> str:
@@ -70,6 +81,60 @@ def test_every_notebook_is_a_page_with_its_stored_outputs(site):
                 assert all(w in html for w in words), f"{notebook.name}: output {first_line!r} is not on its page"
         assert f'href="{notebook.stem}/"' in overview, f"{notebook.name} is missing from notebooks.md's list"
         assert (site / "notebooks" / notebook.stem / notebook.name).is_file(), "no download of the .ipynb"
+
+
+def test_every_page_loads_maths_from_the_site_itself(site):
+    """MathJax comes with the site (docs/hooks.py copies it), and no page loads a script from elsewhere:
+    the empty ``<script src="">`` nbconvert wrote for MathJax 2 and the CDN widget renderer are gone."""
+    assert (site / "assets" / "mathjax" / hooks.MATHJAX_BUNDLE).stat().st_size > 1_000_000
+    assert (site / "assets" / "mathjax" / "LICENSE").is_file()
+    for html_file in site.rglob("*.html"):
+        text = html_file.read_text(encoding="utf-8")
+        scripts = re.findall(r'<script[^>]*\ssrc="([^"]*)"', text)
+        assert "" not in scripts, f"an empty <script src> in {html_file}"
+        assert not [s for s in scripts if re.match(r"(https?:)?//", s)], f"a script from elsewhere in {html_file}"
+        if "</article>" in text:  # a page of the site, not a redirect
+            assert any(s.endswith("assets/mathjax/" + hooks.MATHJAX_BUNDLE) for s in scripts), html_file
+        assert "addWidgetsRenderer" not in text and "text/x-mathjax-config" not in text, html_file
+
+
+def test_markdown_maths_is_left_for_mathjax(site):
+    html = page(site, "")
+    assert '<span class="arithmatex">\\(\\theta\\)</span>' in html  # docs/index.md's $\theta$
+    assert '<div class="arithmatex">\\[' in html
+
+
+def test_every_notebook_page_offers_its_download_and_how_to_run_it(site):
+    for notebook in NOTEBOOKS:
+        html = page(site, f"notebooks/{notebook.stem}")
+        bar = re.search(r'<p class="toynet-notebook-bar">(.*?)</p>', html)
+        assert bar, f"{notebook.name}: no download bar"
+        assert f'href="{notebook.name}" download="{notebook.name}"' in bar[1]
+        assert 'href="../#run-it-locally"' in bar[1]
+        assert html.index("toynet-notebook-bar") > html.index("</h1>"), "the bar goes under the title"
+    overview = page(site, "notebooks")
+    assert 'id="run-it-locally"' in overview
+    for command in ["bash scripts/main.sh", "bash scripts/test.sh", "jupyter lab notebooks/"]:
+        assert command in re.sub(r"<[^>]+>", "", overview), f"notebooks.md does not say {command!r}"
+
+
+def test_a_stored_widget_becomes_a_note(site):
+    for notebook in NOTEBOOKS:
+        if "application/vnd.jupyter.widget-view+json" in notebook.read_text(encoding="utf-8"):
+            html = page(site, f"notebooks/{notebook.stem}")
+            assert "toynet-widget-note" in html and "widget-view+json" not in html
+
+
+@pytest.mark.parametrize("remote, address", [
+    ("git@github.com:someone/toynet.git", "https://github.com/someone/toynet"),
+    ("ssh://git@gitlab.com/someone/toynet.git", "https://gitlab.com/someone/toynet"),
+    ("https://user:token@github.com/someone/toynet.git", "https://github.com/someone/toynet"),
+    ("https://example.org/git/toynet/", "https://example.org/git/toynet"),
+    ("/srv/git/toynet.git", None),
+    ("", None),
+])
+def test_repository_address_from_the_origin_remote(remote, address):
+    assert hooks.web_address(remote) == address
 
 
 def test_compiler_notebook_shows_its_pictures(site):
