@@ -202,7 +202,11 @@ class DeployedGraph:
 
 def _load(checkpoint: serialization.Checkpoint, map_location: Any) -> DeployedGraph:
     device = backend.to_device_obj(map_location if isinstance(map_location, (str, backend.Device)) else None)
-    graph, states = decode_graph(checkpoint.structure["graph"], checkpoint.arrays, device)
+    data = checkpoint.structure["graph"]
+    # Read only the arrays the nodes refer to, each of the dtype and shape its node declares.
+    wanted = {n["array"]: (backend.to_dtype(n["dtype"]).array_dtype, tuple(n["shape"]), f"node {n['name']}")
+              for n in data["nodes"] if "array" in n}
+    graph, states = decode_graph(data, checkpoint.read_arrays(wanted), device)
     return DeployedGraph(graph, states, checkpoint.structure.get("class", ""))
 
 
