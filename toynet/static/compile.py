@@ -252,9 +252,11 @@ _PHASE_TITLES = {
 
 
 def _text(text: str) -> str:
-    """Names and source lines as comment text: on one line, whatever they hold (a saved graph's names
-    come from a file), so they can never end the comment and become code."""
-    return " ".join(str(text).splitlines())
+    """Names and source lines as comment text: one printable line, whatever they hold (a saved graph's
+    names come from a file). Every character that is not printable (line breaks of any kind, NUL) is
+    escaped as ``repr`` escapes it, so none can end the comment and become code."""
+    text = str(text)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _origin(n: Node) -> str:
