@@ -84,7 +84,7 @@ def load(path: str | os.PathLike, map_location: Any = None, *, kind: str | None 
     The checkpoint says what it holds (its ``kind``): a state dict, or a graph saved for deployment
     (``toynet.save(graph, dir)``), which loads as a runnable ``DeployedGraph``. Pass ``kind="state_dict"``
     (or ``"graph"``) to accept only that kind: anything else raises :class:`CheckpointError` before
-    more than its ``structure.json`` is read. Every kind's loader checks the whole file first.
+    anything is built from it. Every kind's loader checks the whole file first (see docs/trust.md).
     """
     with read_checkpoint(path) as checkpoint:
         found = checkpoint.structure["kind"]
