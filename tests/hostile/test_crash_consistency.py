@@ -161,6 +161,7 @@ def _compiled_graphs():
 def test_a_save_killed_at_every_step_leaves_the_old_or_the_new_checkpoint_whole(tmp_path, kind):
     save_old, save_new, check, save_next = KINDS[kind]
     path = PATH[0] = str(tmp_path / "ckpt")
+    save_old()
     code, total = in_child(save_new)            # count the steps of one save over an existing checkpoint
     assert code == 0 and total > 5
     seen = set()
@@ -180,6 +181,7 @@ def test_a_save_killed_at_every_step_leaves_the_old_or_the_new_checkpoint_whole(
 def test_a_load_after_a_killed_save_recovers_and_cleans_up(tmp_path, kind):
     save_old, save_new, check, _ = KINDS[kind]
     path = PATH[0] = str(tmp_path / "ckpt")
+    save_old()
     _, total = in_child(save_new)
     for k in range(1, total + 1):
         shutil.rmtree(tmp_path)
@@ -209,6 +211,7 @@ def test_a_first_save_killed_at_every_step_leaves_nothing_or_the_checkpoint(tmp_
 def test_an_error_at_every_step_keeps_the_old_checkpoint_and_leaves_nothing_behind(tmp_path, monkeypatch, kind):
     save_old, save_new, check, _ = KINDS[kind]
     path = PATH[0] = str(tmp_path / "ckpt")
+    save_old()
     _, total = in_child(save_new)
     for k in range(1, total + 1):
         shutil.rmtree(tmp_path)
