@@ -51,6 +51,7 @@ STRUCTURE_FILE = "structure.json"
 ARRAYS_FILE = "arrays.npz"
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = "toynet-manifest"
+_WRITTEN_BY_TOYNET = re.compile(rb'\{\s*"format": "' + FORMAT.encode() + rb'"')
 
 
 @dataclass
@@ -170,7 +171,10 @@ def _check_replaceable(target: Path) -> None:
     if not any(target.iterdir()):
         return
     try:
-        found = json.loads((target / STRUCTURE_FILE).read_text(encoding="utf-8")).get("format")
+        with open(target / STRUCTURE_FILE, "rb") as f:
+            head = f.read(256)
+            # What toynet writes starts with the format; anything else is parsed (all of it) to be sure.
+            found = FORMAT if _WRITTEN_BY_TOYNET.match(head) else json.loads(head + f.read()).get("format")
     except (OSError, ValueError, AttributeError, RecursionError):
         found = None
     if found != FORMAT:
