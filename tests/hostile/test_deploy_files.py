@@ -203,7 +203,8 @@ def test_the_compiler_escapes_what_it_puts_in_comments():
     graph.inputs, graph.outputs = [x], [y]
     plan = Plan(graph)
     assert "raise SystemExit" not in [line.strip() for line in plan.source.splitlines()]
-    assert "\\n" in plan.source and "\x00" not in plan.source
+    assert "# y     raise SystemExit('ran')  #    (line raise SystemExit\\x00)" in plan.source
+    assert "\x00" not in plan.source and "\u2028" not in plan.source and "\r" not in plan.source
     np.testing.assert_array_equal(plan.run([np.array([-1.0, 2.0], dtype=np.float32)], [])[0], [0.0, 2.0])
 
 

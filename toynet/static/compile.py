@@ -253,10 +253,12 @@ _PHASE_TITLES = {
 
 def _text(text: str) -> str:
     """Names and source lines as comment text: one printable line, whatever they hold (a saved graph's
-    names come from a file). Every character that is not printable (line breaks of any kind, NUL) is
-    escaped as ``repr`` escapes it, so none can end the comment and become code."""
+    names come from a file). Lines are joined with spaces, and any other character that is not printable
+    (NUL, a form feed) is escaped as ``repr`` escapes it, so nothing can end the comment and become code."""
     text = str(text)
-    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.splitlines()))
 
 
 def _origin(n: Node) -> str:
