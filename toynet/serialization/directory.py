@@ -39,8 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import numpy
-
+from .. import backend
 from . import npz
 from .errors import MAX_MANIFEST_BYTES, MAX_STRUCTURE_BYTES, CheckpointError, is_name, short
 from .recovery import hold, leftovers, locked, recover, sync_directory
@@ -117,7 +116,7 @@ def write_checkpoint(path: str | os.PathLike, structure: dict, arrays: dict[str,
     backup = None
     try:
         listed = {ARRAYS_FILE: _write_synced(staging / ARRAYS_FILE,
-                                             lambda f: numpy.savez(f, allow_pickle=False, **arrays))}
+                                             lambda f: backend.host.savez(f, allow_pickle=False, **arrays))}
         for name, data in extra.items():
             listed[name] = _write_synced(staging / name, lambda f, data=data: f.write(data))
         listed[STRUCTURE_FILE] = _write_synced(staging / STRUCTURE_FILE, lambda f: f.write(text.encode("utf-8")))

@@ -26,10 +26,11 @@ import zipfile
 import zlib
 from typing import Any, BinaryIO
 
-import numpy
-from numpy.lib import format as npy_format
-
+from .. import backend
 from .errors import MAX_NPY_HEADER, CheckpointError
+
+numpy = backend.host            # checkpoints are host data
+npy_format = numpy.lib.format   # NumPy's .npy header reader (it parses, never runs)
 
 #: What :func:`read_members` is asked for: member name -> (dtype, shape, where it is referred from).
 Wanted = dict[str, tuple[numpy.dtype, tuple[int, ...], str]]
