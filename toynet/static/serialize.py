@@ -218,7 +218,11 @@ def _load(checkpoint: serialization.Checkpoint, map_location: Any) -> DeployedGr
                                             f"graph, got {sorted(structure)}")
     class_name = structure.get("class", "")
     graph, states = decode_graph(structure["graph"], checkpoint, device, source, class_name)
-    return DeployedGraph(graph, states, class_name)
+    try:
+        return DeployedGraph(graph, states, class_name)
+    except MemoryError:  # the buffers its (checked, capped) shapes declare do not fit in this machine
+        raise serialization.CheckpointError(f"{source}: the graph's values need more memory than this machine "
+                                            f"can allocate") from None
 
 
 serialization.register_loader(KIND, _load)

@@ -37,6 +37,7 @@ MAX_NODES = 50_000
 MAX_OP_INPUTS = 4096
 MAX_SOURCE = 500                # characters of one source line
 MAX_FOLDED_BYTES = 2**28        # values constant folding computes while loading
+MAX_GRAPH_BYTES = 2**36         # all values of the graph together (the compiled plan allocates buffers for them)
 MAX_INDEX_ELEMENTS = 2**24      # elements of the index tensors of one getitem (its shape rule reads them)
 STATE_KINDS = ("parameter", "buffer", "optimizer", "system")
 PASS_OPS = ("fused_elementwise",)  # made by the optimisation passes after loading, never saved
@@ -218,7 +219,7 @@ def check_graph(data: Any, source: str = "structure.json", class_name: Any = "")
     kinds: dict[str, str] = {}
     state_names: set[str] = set()
     folded: set[str] = set()     # nodes constant folding will compute while loading
-    folded_bytes = 0
+    folded_bytes = total_bytes = 0
     for i, entry in enumerate(entries):
         where = f"graph.nodes[{i}]"
         kind = entry.get("kind") if isinstance(entry, dict) else None
@@ -264,6 +265,9 @@ def check_graph(data: Any, source: str = "structure.json", class_name: Any = "")
                 if folded_bytes > MAX_FOLDED_BYTES:
                     raise fail(where, f"at most {MAX_FOLDED_BYTES} bytes of values computed from constants "
                                       f"alone (constant folding computes them while loading)", folded_bytes)
+        total_bytes += node["dtype"].itemsize * math.prod(node["shape"])
+        if total_bytes > MAX_GRAPH_BYTES:
+            raise fail(where, f"graph values of at most {MAX_GRAPH_BYTES} bytes in all", total_bytes)
         metas[name] = _Meta(node["shape"], node["dtype"])
         kinds[name] = kind
         checked.nodes.append(node)
