@@ -144,7 +144,7 @@ def test_a_failure_while_writing_leaves_the_old_checkpoint_intact(tmp_path, monk
                 raise OSError(28, "No space left on device")
             return real_write(file, fn)
         monkeypatch.setattr(directory, "_write_synced", write)
-    else:                                  # the rename that puts the new directory in place fails
+    else:                                  # the rename (or exchange) that puts the new directory in place fails
         real_rename = os.rename
 
         def rename(src, dst):
@@ -152,6 +152,7 @@ def test_a_failure_while_writing_leaves_the_old_checkpoint_intact(tmp_path, monk
                 raise OSError(5, "I/O error")
             real_rename(src, dst)
         monkeypatch.setattr(directory.os, "rename", rename)
+        monkeypatch.setattr(directory, "exchange", lambda a, b: rename(a, b))
     with pytest.raises(OSError):
         flow.save({"w": flow.zeros(5)}, tmp_path / "ckpt")
     monkeypatch.undo()

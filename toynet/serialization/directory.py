@@ -5,12 +5,13 @@ A checkpoint is a directory ``path`` holding ``structure.json``, ``arrays.npz``,
 
 Saving
     writes everything into a fresh hidden sibling ``.<name>.<random>.saving`` (each file flushed to disk,
-    the manifest last), then swaps it in with two renames: the old directory to ``.<name>.<random>.old``,
-    the new one to ``path``; the old one is then deleted. Where ``path`` is a symbolic link, the link is
+    the manifest last), then swaps it in: in one atomic exchange where the system allows (Linux), else
+    with two renames (the old directory to ``.<name>.<random>.old``, the new one to ``path``); the old
+    one is then deleted. Where ``path`` is a symbolic link, the link is
     followed: the save replaces the directory it points to and the link stays.
 
 A crash can stop a save at any point. Whatever the point, ``path`` holds either the old or the new
-checkpoint whole, or (between the two renames) nothing, with the old one whole in its ``.old`` sibling:
+checkpoint whole, or (only between two renames) nothing, with the old one whole in its ``.old`` sibling:
 the next save or load of ``path`` puts it back (:func:`recover`) before doing anything else, and deletes
 every other leftover sibling of a save that did not finish. Leftovers of a save still running in another
 process are recognised by the lock that process holds on them (``flock``, where the platform has it),
@@ -42,7 +43,7 @@ from typing import Any, BinaryIO
 from .. import backend
 from . import npz
 from .errors import MAX_MANIFEST_BYTES, MAX_STRUCTURE_BYTES, CheckpointError, is_name, short
-from .recovery import hold, leftovers, locked, recover, sync_directory
+from .recovery import exchange, hold, leftovers, locked, recover, sync_directory
 
 FORMAT = "toynet-checkpoint"
 VERSION = 2                      # 2: with manifest.json; version 1 (before it) is still read
@@ -125,10 +126,14 @@ def write_checkpoint(path: str | os.PathLike, structure: dict, arrays: dict[str,
         sync_directory(staging)
         with locked(parent):
             _check_replaceable(target)
-            if os.path.lexists(target):
+            if not os.path.lexists(target):
+                os.rename(staging, target)
+            elif exchange(staging, target):
+                backup = staging          # which now holds the old checkpoint
+            else:
                 backup = staging.with_suffix(".old")
                 os.rename(target, backup)
-            os.rename(staging, target)
+                os.rename(staging, target)
             sync_directory(parent)
     except BaseException:
         with locked(parent):

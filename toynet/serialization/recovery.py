@@ -2,7 +2,8 @@
 
 Saves of a checkpoint ``path`` work in hidden siblings of it (see :mod:`toynet.serialization.directory`):
 ``.<name>.<12 hex digits>.saving`` while writing, ``.<name>.<12 hex digits>.old`` for the old checkpoint
-between the two renames. A save holds ``flock`` on its ``.saving`` directory while it runs, and on the
+between the two renames (on Linux, one atomic exchange replaces the two renames where the file system
+allows, so ``path`` is never missing). A save holds ``flock`` on its ``.saving`` directory while it runs, and on the
 parent directory while it renames; loads hold it (shared) on the parent while they open files. Locks
 die with their process, so a killed save's leftovers are recognised as such by the next save or load,
 which repairs them with :func:`recover`. Where there is no ``flock`` (Windows), nothing is locked.
@@ -11,9 +12,11 @@ which repairs them with :func:`recover`. Where there is no ``flock`` (Windows), 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +24,23 @@ try:
     import fcntl
 except ImportError:  # no flock (Windows): saves are still crash-consistent, concurrent ones not coordinated
     fcntl = None
+
+try:  # Linux's renameat2 (glibc 2.28+): swaps two directories in one step
+    _renameat2 = ctypes.CDLL(None, use_errno=True).renameat2 if sys.platform.startswith("linux") else None
+    if _renameat2 is not None:
+        _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+except (OSError, AttributeError, TypeError):
+    _renameat2 = None
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap directories ``a`` and ``b`` atomically (``renameat2(RENAME_EXCHANGE)``), so that ``b`` is never
+    missing. False, with nothing changed, where the system or the file system cannot: the caller then
+    renames twice, and :func:`recover` covers the moment between."""
+    if _renameat2 is None:
+        return False
+    return _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
 
 
 @contextlib.contextmanager
