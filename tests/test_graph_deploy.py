@@ -142,7 +142,7 @@ def test_the_saved_files_contain_no_pickle(deployed):
     for name in ("conv_model", "poly_model"):
         folder = deployed["dir"] / name
         files = sorted(p.name for p in folder.iterdir())
-        assert files == ["arrays.npz", "structure.json"]
+        assert files == ["arrays.npz", "manifest.json", "structure.json"]
         structure = json.loads((folder / "structure.json").read_text())
         assert structure["kind"] == "graph"
         with np.load(folder / "arrays.npz", allow_pickle=False) as arrays:

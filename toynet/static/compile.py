@@ -252,9 +252,13 @@ _PHASE_TITLES = {
 
 
 def _text(text: str) -> str:
-    """Names and source lines as comment text: on one line, whatever they hold (a saved graph's names
-    come from a file), so they can never end the comment and become code."""
-    return " ".join(str(text).splitlines())
+    """Names and source lines as comment text: one printable line, whatever they hold (a saved graph's
+    names come from a file). Lines are joined with spaces, and any other character that is not printable
+    (NUL, a form feed) is escaped as ``repr`` escapes it, so nothing can end the comment and become code."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.splitlines()))
 
 
 def _origin(n: Node) -> str:

@@ -11,6 +11,9 @@ passes, which run again when the graph is loaded). A training graph's backward a
 not part of a deployment.
 
 ``toynet.load("model_dir")`` returns a :class:`DeployedGraph`, which you call like the original graph.
+The saved form is data only: loading checks it whole (:mod:`toynet.static.validate`) before it builds
+anything, and no string from the file reaches the compiled plan's source other than checked names (of
+letters, digits, ``_``, ``.`` and ``-``) and source lines, one printable line each, in comments.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from .compile import Plan
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from .passes import optimize
 from .passes.dce import live_nodes
+from .validate import MAX_SOURCE, CheckedGraph, Ref, check_graph
 
 KIND = "graph"
 
@@ -57,29 +61,6 @@ def encode_value(value: Any) -> Any:
     raise TypeError(f"cannot save the attribute value {value!r} ({type(value).__name__}) in a graph")
 
 
-def decode_value(value: Any) -> Any:
-    if isinstance(value, list):
-        return [decode_value(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    (tag, payload), = value.items()
-    if tag == "tuple":
-        return tuple(decode_value(v) for v in payload)
-    if tag == "dict":
-        return {k: decode_value(v) for k, v in payload}
-    if tag == "slice":
-        return slice(*(decode_value(v) for v in payload))
-    if tag == "ellipsis":
-        return Ellipsis
-    if tag == "dtype":
-        return backend.to_dtype(payload)
-    if tag == "device":
-        return backend.Device(payload)
-    if tag == "float":
-        return float(payload)
-    raise serialization.CheckpointError(f"unknown attribute tag {tag!r} in a saved graph")
-
-
 # ------------------------------------------------------------------------------------------ graphs
 
 
@@ -93,12 +74,14 @@ def forward_graph(graph: Graph) -> Graph:
 
 
 def encode_graph(graph: Graph, state_values: dict[str, Tensor]) -> tuple[dict, dict]:
-    """``(structure, arrays)``: the graph as JSON-able data and the arrays it needs, by name."""
+    """``(structure, arrays)``: the graph as JSON-able data and the arrays it needs, by name. Source lines
+    are kept as one printable line (other characters escaped, as ``repr`` does), at most
+    :data:`~toynet.static.validate.MAX_SOURCE` characters."""
     arrays: dict[str, Any] = {}
     nodes = []
     for n in graph.nodes:
         entry = {"name": n.name, "kind": n.kind, "shape": list(n.shape), "dtype": n.dtype.name,
-                 "phase": n.phase, "scope": n.scope, "source": n.source}
+                 "phase": n.phase, "scope": n.scope, "source": printable(n.source)[:MAX_SOURCE]}
         if n.kind == OP:
             entry["op"] = n.op.name
             entry["inputs"] = [{"node": x.name} if isinstance(x, Node) else {"literal": encode_value(x)}
@@ -117,46 +100,65 @@ def encode_graph(graph: Graph, state_values: dict[str, Tensor]) -> tuple[dict, d
     return structure, arrays
 
 
-def decode_graph(data: dict, arrays: dict, device: backend.Device) -> tuple[Graph, dict[str, Tensor]]:
-    """Rebuild a graph (and its state tensors) from :func:`encode_graph`'s output, on ``device``."""
-    graph = Graph(data["name"])
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable escaped as ``repr`` escapes it (a line break
+    becomes the two characters ``\\n``): one printable line, whatever it held."""
+    text = str(text)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def decode_graph(data: Any, arrays: Any, device: backend.Device, source: str = "structure.json",
+                 class_name: Any = "") -> tuple[Graph, dict[str, Tensor]]:
+    """Rebuild a graph (and its state tensors) from :func:`encode_graph`'s output, on ``device``.
+
+    The whole description is checked first (:func:`~toynet.static.validate.check_graph`); then the
+    arrays it declares are read (``arrays`` is an open checkpoint, which reads only those, each checked
+    before its data is read; or a dict name -> host array, checked the same way); only then is anything
+    built."""
+    checked = check_graph(data, source, class_name)
+    arrays = _arrays_of(checked, arrays)
+    graph = Graph(checked.name)
     by_name: dict[str, Node] = {}
     states: dict[str, Tensor] = {}
-    for entry in data["nodes"]:
-        kind = entry["kind"]
-        dtype = backend.to_dtype(entry["dtype"])
-        common = dict(phase=entry.get("phase", "forward"), scope=entry.get("scope", ""),
-                      source=entry.get("source", ""))
+    for entry in checked.nodes:
+        kind, shape, dtype = entry["kind"], entry["shape"], entry["dtype"]
+        common = dict(phase=entry["phase"], scope=entry["scope"], source=entry["source"])
         if kind == OP:
-            if entry["op"] not in OPS:
-                raise serialization.CheckpointError(
-                    f"the saved graph uses op {entry['op']!r}, which this toynet does not have")
-            inputs = tuple(by_name[x["node"]] if "node" in x else decode_value(x["literal"])
-                           for x in entry["inputs"])
-            attrs = {k: decode_value(v) for k, v in entry["attrs"].items()}
-            if OPS[entry["op"]].changes_device:
-                attrs["device"] = device
-            node = Node(entry["name"], OP, tuple(entry["shape"]), dtype, device, op=OPS[entry["op"]],
-                        inputs=inputs, attrs=attrs, **common)
+            op = OPS[entry["op"]]
+            inputs = tuple(by_name[x.name] if isinstance(x, Ref) else x for x in entry["inputs"])
+            attrs = dict(entry["attrs"])
+            if op.changes_device:
+                attrs["device"] = attrs["source"] = device  # the loaded graph lives on one device
+            node = Node(entry["name"], OP, shape, dtype, device, op=op, inputs=inputs, attrs=attrs, **common)
         elif kind == STATE:
-            tensor = Tensor(arrays[entry["array"]], device=device)
-            states[entry["state_name"]] = tensor
-            node = Node(entry["name"], STATE, tuple(entry["shape"]), dtype, device, state_name=entry["state_name"],
+            states[entry["state_name"]] = Tensor.wrap(backend.from_host(arrays[entry["array"]], device), device)
+            node = Node(entry["name"], STATE, shape, dtype, device, state_name=entry["state_name"],
                         state_kind=entry["state_kind"], **common)
         elif kind == CONSTANT:
-            node = Node(entry["name"], CONSTANT, tuple(entry["shape"]), dtype, device,
+            node = Node(entry["name"], CONSTANT, shape, dtype, device,
                         value=backend.from_host(arrays[entry["array"]], device), **common)
-        elif kind == INPUT:
-            node = Node(entry["name"], INPUT, tuple(entry["shape"]), dtype, device, **common)
         else:
-            raise serialization.CheckpointError(f"unknown node kind {kind!r} in a saved graph")
+            node = Node(entry["name"], INPUT, shape, dtype, device, **common)
         graph.nodes.append(node)
         graph._names.add(node.name)
         by_name[node.name] = node
-    graph.inputs = [by_name[n] for n in data["inputs"]]
-    graph.outputs = [by_name[n] for n in data["outputs"]]
-    graph.output_structure = decode_value(data["output_structure"])
+    graph.inputs = [by_name[n] for n in checked.inputs]
+    graph.outputs = [by_name[n] for n in checked.outputs]
+    graph.output_structure = checked.output_structure
     return graph, states
+
+
+def _arrays_of(checked: CheckedGraph, arrays: Any) -> dict[str, Any]:
+    """The arrays a checked graph declares, each of its declared dtype and shape."""
+    if hasattr(arrays, "read_arrays"):
+        return arrays.read_arrays(checked.wanted)
+    for name, (dtype, shape, where) in checked.wanted.items():
+        array = arrays.get(name)
+        if array is None or array.dtype != dtype or tuple(array.shape) != shape:
+            found = "nothing" if array is None else f"{array.dtype} {list(array.shape)}"
+            raise serialization.CheckpointError(f"{where}: array {name!r} is {found}, but the node declares "
+                                                f"{dtype} {list(shape)}")
+    return arrays
 
 
 # ------------------------------------------------------------------------------------ save / load
@@ -164,8 +166,15 @@ def decode_graph(data: dict, arrays: dict, device: backend.Device) -> tuple[Grap
 
 def save_graph(path: Any, traced: Graph, states: dict[str, Tensor], class_name: str = "") -> None:
     """What ``toynet.save(graph, path)`` does for an nn.Graph: export the forward part of its traced graph
-    and the state it reads (state name -> eager tensor)."""
+    and the state it reads (state name -> eager tensor).
+
+    What is written is checked as loading will check it, so a graph that could not be loaded back (a
+    state name with a space, from a ``ModuleDict`` key) fails here, with nothing written."""
     structure, arrays = encode_graph(forward_graph(traced), states)
+    try:
+        _arrays_of(check_graph(structure, "the graph to save", class_name), arrays)
+    except serialization.CheckpointError as error:
+        raise ValueError(f"cannot save graph {traced.name} for deployment: {error}") from None
     serialization.write_checkpoint(path, {"kind": KIND, "class": class_name, "graph": structure}, arrays)
 
 
@@ -202,8 +211,18 @@ class DeployedGraph:
 
 def _load(checkpoint: serialization.Checkpoint, map_location: Any) -> DeployedGraph:
     device = backend.to_device_obj(map_location if isinstance(map_location, (str, backend.Device)) else None)
-    graph, states = decode_graph(checkpoint.structure["graph"], checkpoint.arrays, device)
-    return DeployedGraph(graph, states, checkpoint.structure.get("class", ""))
+    structure, source = checkpoint.structure, str(checkpoint.path / "structure.json")
+    extra = sorted(set(structure) - {"format", "version", "kind", "class", "graph"})
+    if "graph" not in structure or extra:
+        raise serialization.CheckpointError(f"{source}: expected the entries format, version, kind, class and "
+                                            f"graph, got {sorted(structure)}")
+    class_name = structure.get("class", "")
+    graph, states = decode_graph(structure["graph"], checkpoint, device, source, class_name)
+    try:
+        return DeployedGraph(graph, states, class_name)
+    except MemoryError:  # the buffers its (checked, capped) shapes declare do not fit in this machine
+        raise serialization.CheckpointError(f"{source}: the graph's values need more memory than this machine "
+                                            f"can allocate") from None
 
 
 serialization.register_loader(KIND, _load)
