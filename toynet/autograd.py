@@ -273,7 +273,7 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
             for x, g in zip(fn.inputs, input_grads):
                 if g is None or not getattr(x, "requires_grad", False):
                     continue
-                if g.shape != x.shape:
+                if (g.array.shape != x.array.shape if g.node is None and x.node is None else g.shape != x.shape):
                     raise RuntimeError(f"internal error: the vjp of {fn.op.name} returned a gradient of "
                                        f"shape {tuple(g.shape)} for an input of shape {tuple(x.shape)}")
                 if x.grad_fn is not None:

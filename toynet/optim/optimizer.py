@@ -321,6 +321,9 @@ class Optimizer:
 
 
 def _check_grad(param: Tensor, grad: Any) -> None:
+    if type(grad) is Tensor and grad.device is param.device and grad.array is not None and param.array is not None \
+            and grad.array.shape == param.array.shape and grad.array.dtype == param.array.dtype:
+        return  # the usual case, decided on the arrays (the checks below name what is wrong otherwise)
     if not isinstance(grad, Tensor):
         raise TypeError(f"the gradient of a parameter of shape {tuple(param.shape)} is a "
                         f"{type(grad).__name__}, not a tensor")
