@@ -236,3 +236,39 @@ def test_04_training_state_and_shape_dependent_tracing():
     for rows in (2, 3):
         traced = re.search(rf"{rows} rows: traced ops (\[.*\])", loop).group(1)
         assert traced.count("'mul'") == rows
+
+
+# The block the Chinese edition of the tutorial prints for `linear_graph.debug()` on 20 points: each line's
+# tag, name (with the graph's own name as G) and tensor size. toynet prints it at debug level 1.
+TUTORIAL_DEBUG_BLOCK = [
+    ("GRAPH", "start building graph", None),
+    ("INPUT", "_G-input_0", "(20, 3)"), ("INPUT", "_G-input_1", "(20,)"),
+    ("MODULE", "model", None), ("INPUT", "_model-input_0", "(20, 3)"),
+    ("MODULE", "model.0", None), ("INPUT", "_model.0-input_0", "(20, 3)"),
+    ("PARAMETER", "model.0.weight", "(1, 3)"), ("PARAMETER", "model.0.bias", "(1,)"),
+    ("OUTPUT", "_model.0-output_0", "(20, 1)"),
+    ("MODULE", "model.1", None), ("INPUT", "_model.1-input_0", "(20, 1)"), ("OUTPUT", "_model.1-output_0", "(20,)"),
+    ("OUTPUT", "_model-output_0", "(20,)"),
+    ("MODULE", "loss_fn", None), ("INPUT", "_loss_fn-input_0", "(20,)"), ("INPUT", "_loss_fn-input_1", "(20,)"),
+    ("OUTPUT", "_loss_fn-output_0", "()"), ("OUTPUT", "_G-output_0", "()"),
+    ("GRAPH", "end building graph", None),
+    ("GRAPH", "start compiling plan and init graph runtime", None),
+    ("GRAPH", "end compiling plan and init graph rumtime", None),
+]
+
+
+def test_04_debug_level_1_prints_the_tutorials_debug_block():
+    lines = printed(fresh("04_inside_nn_graph.ipynb"), "numbers-tutorial-debug-block").splitlines()
+    graph = re.match(r"\(GRAPH:(\w+):LinearTrainGraph\)", lines[0]).group(1)
+    got = []
+    for line in lines:
+        tag, rest = re.match(r"\((\w+):(.*)", line).groups()
+        if tag == "GRAPH":
+            got.append((tag, rest.split(") ", 1)[1].rstrip("."), None))
+            continue
+        name = rest.split(":", 1)[0].replace(f"_{graph}-", "_G-")
+        size = re.search(r"size=(\([\d, ]*\))", rest)
+        got.append((tag, name, size.group(1) if size else None))
+        # The documented differences from the tutorial's printout: no device on CPU, toynet's dtype prefix.
+        assert "device=" not in line and ("dtype=" not in line or "dtype=toynet." in line)
+    assert got == TUTORIAL_DEBUG_BLOCK
