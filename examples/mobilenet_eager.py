@@ -4,7 +4,7 @@ The program is the tutorial's with the imports changed (``import toynet as flow`
 marked ``# toynet:`` are additions that let a test or a quick look run it small; with no options it
 behaves as the tutorial: batch 64, one epoch over the 50,000 training images in ``data/``.
 
-    python examples/mobilenet_eager.py                       # the tutorial (about an hour on a CPU)
+    python examples/mobilenet_eager.py                       # the tutorial (a few minutes on a CPU)
     python examples/mobilenet_eager.py --max-batches 10      # a taste: 10 batches
 
 Without the real data set (``data/cifar-10-python.tar.gz``; toynet never downloads), a small synthetic
@@ -23,7 +23,8 @@ ln(1000) = 6.91. Kept, so the printed numbers can be compared with the tutorial'
 import argparse  # toynet
 import os  # toynet
 import sys  # toynet
-import time  # toynet
+
+from tqdm import tqdm  # toynet: a progress bar for the long loop
 
 import toynet as flow
 import toynet.nn as nn
@@ -46,19 +47,30 @@ def parse_args(argv=None):  # toynet: options to run the tutorial small
     return parser.parse_args(argv)
 
 
-class Progress:  # toynet: long runs say how far they are, on stderr, every `every` seconds
-    def __init__(self, total, every=30.0):
-        self.total, self.every = total, every
-        self.start = self.last = time.perf_counter()
+class PrintAboveBar:  # toynet: stdout keeps exactly the tutorial's lines; whole lines go above the bar
+    def __init__(self, bar, stream):
+        self.bar, self.stream, self.pending = bar, stream, ""
 
-    def update(self, done):
-        now = time.perf_counter()
-        if now - self.last >= self.every and done:
-            per_batch = (now - self.start) / done
-            eta = per_batch * (self.total - done)
-            print(f"  [{done}/{self.total} batches, {per_batch:.2f} s/batch, about {eta / 60:.0f} min left]",
-                  file=sys.stderr, flush=True)
-            self.last = now
+    def write(self, text):
+        self.pending += text
+        if "\n" in self.pending:
+            lines, self.pending = self.pending.rsplit("\n", 1)
+            self.bar.clear()
+            self.stream.write(lines + "\n")
+            self.stream.flush()
+            self.bar.refresh()
+        return len(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def restore(self):
+        self.stream.write(self.pending)
+        return self.stream
+
+
+def progress_bar(total, epoch):  # toynet: a tqdm bar on stderr, shown only when stderr is a terminal
+    return tqdm(total=total, desc=f"epoch {epoch}", unit="batch", file=sys.stderr, disable=None, leave=False)
 
 
 args = parse_args()  # toynet
@@ -94,7 +106,8 @@ optimizer = flow.optim.SGD(model.parameters(), lr=1e-3)
 for t in range(EPOCH_NUM):
     print(f"Epoch {t+1}\n-------------------------------")
     size = len(train_dataloader.dataset)
-    progress = Progress(args.max_batches or len(train_dataloader))  # toynet
+    progress = progress_bar(args.max_batches or len(train_dataloader), t + 1)  # toynet
+    sys.stdout = PrintAboveBar(progress, sys.stdout)  # toynet
     for batch, (x, y) in enumerate(train_dataloader):
         x = x.to(DEVICE)
         y = y.to(DEVICE)
@@ -111,6 +124,8 @@ for t in range(EPOCH_NUM):
         current = batch * BATCH_SIZE
         if batch % 5 == 0:
             print(f"loss: {loss:>7f}  [{current:>5d}/{size:>5d}]")
-        progress.update(batch + 1)  # toynet
+        progress.update()  # toynet
         if batch + 1 == args.max_batches:  # toynet
             break
+    sys.stdout = sys.stdout.restore()  # toynet
+    progress.close()  # toynet

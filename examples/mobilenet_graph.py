@@ -26,7 +26,8 @@ plus ``--out`` (TOYNET_OUT), the folder for the checkpoint and the exported mode
 import argparse  # toynet
 import os  # toynet
 import sys  # toynet
-import time  # toynet
+
+from tqdm import tqdm  # toynet: a progress bar for the long loop
 
 import toynet as flow
 import toynet.nn as nn
@@ -51,19 +52,30 @@ def parse_args(argv=None):  # toynet: options to run the tutorial small
     return parser.parse_args(argv)
 
 
-class Progress:  # toynet: long runs say how far they are, on stderr, every `every` seconds
-    def __init__(self, total, every=30.0):
-        self.total, self.every = total, every
-        self.start = self.last = time.perf_counter()
+class PrintAboveBar:  # toynet: stdout keeps exactly the tutorial's lines; whole lines go above the bar
+    def __init__(self, bar, stream):
+        self.bar, self.stream, self.pending = bar, stream, ""
 
-    def update(self, done):
-        now = time.perf_counter()
-        if now - self.last >= self.every and done:
-            per_batch = (now - self.start) / done
-            eta = per_batch * (self.total - done)
-            print(f"  [{done}/{self.total} batches, {per_batch:.2f} s/batch, about {eta / 60:.0f} min left]",
-                  file=sys.stderr, flush=True)
-            self.last = now
+    def write(self, text):
+        self.pending += text
+        if "\n" in self.pending:
+            lines, self.pending = self.pending.rsplit("\n", 1)
+            self.bar.clear()
+            self.stream.write(lines + "\n")
+            self.stream.flush()
+            self.bar.refresh()
+        return len(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def restore(self):
+        self.stream.write(self.pending)
+        return self.stream
+
+
+def progress_bar(total, epoch):  # toynet: a tqdm bar on stderr, shown only when stderr is a terminal
+    return tqdm(total=total, desc=f"epoch {epoch}", unit="batch", file=sys.stderr, disable=None, leave=False)
 
 
 args = parse_args()  # toynet
@@ -122,7 +134,8 @@ if not args.no_print_graph:  # the tutorial's debugging section: the graph befor
 for t in range(EPOCH_NUM):
     print(f"Epoch {t+1}\n-------------------------------")
     size = len(train_dataloader.dataset)
-    progress = Progress(args.max_batches or len(train_dataloader))  # toynet
+    progress = progress_bar(args.max_batches or len(train_dataloader), t + 1)  # toynet
+    sys.stdout = PrintAboveBar(progress, sys.stdout)  # toynet
     for batch, (x, y) in enumerate(train_dataloader):
         x = x.to(DEVICE)
         y = y.to(DEVICE)
@@ -132,9 +145,11 @@ for t in range(EPOCH_NUM):
             print(f"loss: {loss:>7f}  [{current:>5d}/{size:>5d}]")
         if t == 0 and batch == 0 and not args.no_print_graph:
             print(graph_mobile_net_v2)  # ... and after it: now with INPUT and OUTPUT lines
-        progress.update(batch + 1)  # toynet
+        progress.update()  # toynet
         if batch + 1 == args.max_batches:  # toynet
             break
+    sys.stdout = sys.stdout.restore()  # toynet
+    progress.close()  # toynet
 
     # The tutorial's checkpointing: the whole training state, after each epoch.
     import shutil

@@ -18,6 +18,7 @@ hold one frame per step); those checks read the freshly executed notebook and ar
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -177,9 +178,60 @@ def check_construction_player(notebook: nbformat.NotebookNode) -> None:
         assert f"step {step}/{frames}" in printed, f"the slider never showed step {step}"
 
 
+def figures(notebook: nbformat.NotebookNode, mime: str = "image/png") -> int:
+    """How many outputs of the notebook are pictures of this type (matplotlib figures are PNGs)."""
+    return sum(mime in out.get("data", {}) for cell in code_cells(notebook) for out in cell.get("outputs", []))
+
+
+def shows_plots(minimum: int) -> Callable[[nbformat.NotebookNode], None]:
+    """03 and 05 draw their loss curves and timings as charts, not only as printed numbers."""
+    def check(notebook: nbformat.NotebookNode) -> None:
+        assert figures(notebook) >= minimum, f"expected at least {minimum} matplotlib figures"
+    return check
+
+
+def tagged_stdout(notebook: nbformat.NotebookNode, tag: str) -> str:
+    cells = [c for c in code_cells(notebook) if tag in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"expected one cell tagged {tag!r}"
+    return "".join(out.text for out in cells[0].outputs if out.output_type == "stream" and out.name == "stdout")
+
+
+def number_after(text: str, label: str) -> float:
+    match = re.search(re.escape(label) + r"\s*([-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?)", text)
+    assert match, f"no number after {label!r} in:\n{text}"
+    return float(match.group(1))
+
+
+def check_capstone(notebook: nbformat.NotebookNode) -> None:
+    """06: the tutorial's two loops agree, the long run learns, and the notebook shows it.
+
+    The exact losses depend on the machine's BLAS kernel (the notebook says so), so these are the
+    properties every machine must see: the first loss is the untrained 1000-way guess, Eager and Graph
+    mode print the same losses, the loss falls far below ln 10, and on the synthetic stand-in (whose
+    classes a network can learn) the held-out images end up scored right. Pictures: the sample images,
+    the timing and memory chart, the loss curve and the predictions (PNGs), and the network (SVG).
+    """
+    same = tagged_stdout(notebook, "capstone-same-numbers")
+    assert abs(number_after(same, "first loss:") - math.log(1000)) < 0.3
+    assert number_after(same, "steps:") < 1e-4  # the largest difference between Eager and Graph losses
+    result = tagged_stdout(notebook, "capstone-result")
+    first, last = number_after(result, "first loss:"), number_after(result, "last 20 steps:")
+    after = float(re.findall(r"(\d+)%", result)[-1])  # the held-out accuracy after training, in %
+    printed = "".join(text for cell in code_cells(notebook) for text in output_texts(cell))
+    if "synthetic stand-in" in printed:
+        assert first - last > 5 and last < math.log(10) / 10, result
+        assert after >= 90, result
+    else:  # the real CIFAR-10: a couple of hundred steps are a fraction of an epoch
+        assert first - last > 3, result
+    assert figures(notebook) >= 4 and figures(notebook, "image/svg+xml") >= 1
+
+
 #: Notebook name -> a check of the freshly executed notebook, beyond "no cell raised".
 EXTRA_CHECKS: dict[str, Callable[[nbformat.NotebookNode], None]] = {
     "02_autograd_on_arrays.ipynb": check_construction_player,
+    "03_poly_fit_eager_vs_graph.ipynb": shows_plots(3),
+    "05_compiler_passes.ipynb": shows_plots(1),
+    "06_mobilenetv2_cifar10.ipynb": check_capstone,
 }
 
 
