@@ -198,6 +198,9 @@ class Plan:
         outs = []
         for n in self.graph.outputs:
             v = self._var[id(n)]
+            if id(n) in self._numbers:
+                outs.append(f"xp.asarray({v}, dtype={n.dtype.array_dtype.name!r})")  # a Python number
+                continue
             if memory is None or n.name in memory.copy_outputs:
                 v = f"{v}.copy()"  # its memory is reused or owned elsewhere (a view, a state)
             if not n.shape:
@@ -329,6 +332,11 @@ class OutName(str):
 #: any Python bytecode, so no Python signal handler (KeyboardInterrupt) can run between two copies.
 _COMMIT = collections.deque(maxlen=0).extend
 _ALL = itertools.repeat(Ellipsis)
+
+
+def commit(targets: tuple, values: tuple) -> None:
+    """What a plan's commit does: ``target[...] = value`` for each pair, in one C call."""
+    _COMMIT(map(operator.setitem, targets, _ALL, values))
 
 
 def _tuple(items: list[str]) -> str:
