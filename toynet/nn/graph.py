@@ -342,7 +342,7 @@ class Graph(GraphStateMixin):
         debug.log(0, f"{debug.tag} compiling plan Done! Cost time: "
                      f"{round(time.perf_counter() - compile_start, 2)}s.\n")
         compiled = CompiledGraph(key, traced, optimized, reports, plan, states, record,
-                                 time.perf_counter() - start, guard_graph(self, traced, states))
+                                 time.perf_counter() - start, guard_graph(self, traced, states, plan.state_names))
         # NumPy's setitem is C; another array module's may run Python code, which a Ctrl-C could split.
         compiled.commit_in_c = plan.device is backend.CPU and all(b.lr_scheduler is None for b in self._optimizers)
         return compiled
@@ -351,7 +351,7 @@ class Graph(GraphStateMixin):
         for binding in self._optimizers:
             binding.feed_learning_rates()
         plan = compiled.plan
-        arrays = [t.array for t in compiled.state_tensors]
+        arrays = compiled.guard.arrays  # the state arrays, as the guard checked them just now
         if compiled.commit_in_c:
             outputs = plan.run(inputs, arrays)   # its commit is one C call: nothing can split it
         else:

@@ -50,7 +50,10 @@ class Guard:
     """A list of conditions and, for each, how to say that it failed; :meth:`check` tests them all."""
 
     def __init__(self) -> None:
-        self._namespace: dict[str, Any] = {"_stamps": []}
+        #: The arrays of the states stamped with :meth:`stamp_array`, in order, as of the last check: what
+        #: the plan is given (kept here, it costs nothing to pass them on every call).
+        self.arrays: list = []
+        self._namespace: dict[str, Any] = {"_stamps": [], "_arrays": self.arrays}
         self._names: dict[int, str] = {}
         self._terms: list[tuple[str, Callable[[], str]]] = []
         self._fast: list[str] = []          # the hot path: the terms no stamp stands for, and the stamps
@@ -83,6 +86,11 @@ class Guard:
         self._fast.append(f"{source} {'==' if by_value else 'is'} _stamps[{len(self._stamps)}]")
         self._stamps.append(source)
 
+    def stamp_array(self, tensor: Tensor) -> None:
+        """:meth:`stamp` a state tensor's array into :attr:`arrays`."""
+        self._fast.append(f"{self.name(tensor)}.array is _arrays[{len(self.arrays)}]")
+        self.arrays.append(tensor.array)
+
     def same(self, source: str, value: Any) -> str:
         """Source testing that ``source`` still gives ``value``: by identity, or by value for plain data."""
         if value is None or type(value) is bool:
@@ -96,6 +104,8 @@ class Guard:
         """Generate :meth:`check`: True when every condition holds (a missing key or attribute: False).
         It tests the hot-path terms; if one fails, every condition, and stamps anew if they hold."""
         restamp = [f"    _stamps[{k}] = {source}" for k, source in enumerate(self._stamps)]
+        restamp += [f"    _arrays[{k}] = {t}.array" for k, t in enumerate(
+            term.split(".array is _arrays[")[0] for term in self._fast if ".array is _arrays[" in term)]
         lines = (_function("full", [t for t, _ in self._terms], "False")
                  + ["def restamp():"] + (restamp or ["    pass"])
                  + _function("check", self._fast, "_recheck()"))
@@ -129,7 +139,7 @@ class Guard:
 
 def _function(name: str, terms: list[str], otherwise: str) -> list[str]:
     """``def name():`` returning True when all ``terms`` hold, else ``otherwise`` (also on an exception)."""
-    lines = [f"def {name}():", "    try:"]
+    lines = [f"def {name}():", "    try:", "        pass"]
     for start in range(0, len(terms), _TERMS_PER_STATEMENT):
         chunk = "\n                and ".join(terms[start:start + _TERMS_PER_STATEMENT])
         lines.append(f"        if not ({chunk}):\n            return {otherwise}")
@@ -186,13 +196,14 @@ def guard_modules(guard: Guard, modules: dict[str, Module]) -> None:
                               stamped=True)
 
 
-def guard_states(guard: Guard, states: dict[str, Tensor], parameters: set[str]) -> None:
-    """Every state tensor the plan reads: its array's shape, dtype and device; requires_grad of parameters."""
-    for name, t in states.items():
+def guard_states(guard: Guard, states: list[tuple[str, Tensor]], parameters: set[str]) -> None:
+    """Every state tensor the plan reads (``(name, tensor)`` in the plan's order): its array's shape, dtype
+    and device; requires_grad of parameters."""
+    for name, t in states:
         v = guard.name(t)
         array = t.array
         shape, dtype = array.shape, array.dtype
-        guard.stamp(f"{v}.array")
+        guard.stamp_array(t)
         guard.require(f"{v}.array.shape == {guard.name(shape)}", lambda n=name, t=t, s=shape:
                       f"{n} has shape {tuple(t.array.shape)}, the plan was compiled for {tuple(s)} "
                       "(its .data was replaced)", stamped=True)
@@ -247,12 +258,14 @@ def guard_optimizers(guard: Guard, graph: Any, bindings: list, states: dict[str,
                               f"{lb}'s state slot {key!r} of a parameter was replaced")
 
 
-def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor]) -> Guard:
+def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor], order: list[str]) -> Guard:
     """The guard of a plan ``graph`` (an nn.Graph) just compiled: its modules, the states the plan reads
-    (``traced``: the traced graph, which says which are parameters), its optimizers."""
+    (``traced``: the traced graph, which says which are parameters; ``order``: the plan's state names),
+    its optimizers. ``guard.arrays`` are the state arrays for the plan."""
     guard = Guard()
+    parameters = {n.state_name for n in traced.states if n.state_kind == "parameter"}
+    guard_states(guard, [(name, states[name]) for name in order], parameters)
     guard_modules(guard, graph._modules)
-    guard_states(guard, states, {n.state_name for n in traced.states if n.state_kind == "parameter"})
     guard_optimizers(guard, graph, graph._optimizers, states)
     guard.compile()
     return guard

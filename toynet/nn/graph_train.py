@@ -138,6 +138,16 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
                 # Update ops are named after their parameter, and say which rule made them.
                 with tracer.scope(name, source=f"{type(optimizer).__name__}.update"):
                     new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
+                    made = [k for k in new_state if k not in state]
+                    if made:
+                        # The rule made slots the state lacks (momentum switched on after a step), as Eager's
+                        # step adds them. The plan must read them on later calls: add them (zeros, the fresh
+                        # value), and trace the rule again on the full state (the first try is dead code).
+                        for k in made:
+                            v = new_state[k]
+                            state[k] = Tensor.wrap(device.xp.zeros(tuple(v.shape), dtype=v.dtype.array_dtype), device)
+                            lazy_state[k] = tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", state[k])
+                        new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
                     tracer.update(p, new_param)
                     for k, v in new_state.items():
                         tracer.update(state[k], v)
