@@ -351,12 +351,14 @@ def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict
         build: the step, called with the call's arguments, tensors replaced by lazy graph inputs.
         leaves: the call's arguments, flattened by :func:`toynet.static.arguments.flatten`...
         spec: ...and their nesting.
-        states, module_paths: as for :class:`Tracer`.
+        states: as for :class:`Tracer`.
+        module_paths: as for :class:`Tracer`.
         updates: ``updates(tracer)`` records each state's new value after backward (with
             :meth:`Tracer.update`, under :meth:`Tracer.scope`); only a graph given one may call backward.
         on_input: told ``(name, value)`` for each graph input (and each odd value OneFlow warns of).
         on_output: told ``(name, lazy tensor)`` for each graph output.
-        on_module_call, log_op: as for :class:`Tracer`.
+        on_module_call: as for :class:`Tracer`.
+        log_op: as for :class:`Tracer`.
 
     Returns:
         The traced graph and its state: state name -> the eager tensor holding it between calls.
