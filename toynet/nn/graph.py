@@ -50,7 +50,7 @@ from typing import Any
 from .. import backend, mode
 from ..optim.optimizer import Optimizer
 from ..static.arguments import TENSOR, bake_numbers, flatten_call, leaf_kinds, signature, unflatten
-from ..static.compile import Plan, commit
+from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
 from ..static.passes import optimize
 from ..static.serialize import save_graph
@@ -62,7 +62,7 @@ from .graph_debug import DebugPrinter
 from .graph_guard import guard_graph
 from .graph_outline import OutlineRecorder, build_outline
 from .graph_state import GraphStateMixin
-from .graph_train import DeferredInterrupt, OptimizerBinding, trace_updates
+from .graph_train import OptimizerBinding, scheduled_commit, trace_updates
 from .module import Module
 
 
@@ -290,7 +290,7 @@ class Graph(GraphStateMixin):
             elif cache:
                 self._debug.log(1, f"{tag} got a new input shape, is compiling a new graph. Inputs: "
                                    f"{describe_inputs(leaves)}.")
-            compiled = self._compile(leaves, spec, key)
+            compiled = self._compile(leaves, spec, key, failures)
             for old in cache.add(compiled):
                 self._debug.log(1, f"{tag} keeps at most {cache.limit} compiled plans (graph.config.cache_limit): "
                                    f"dropped the least recently used one, {old!r}.")
@@ -303,13 +303,15 @@ class Graph(GraphStateMixin):
 
     def _build_parameters(self) -> tuple[str, ...]:
         """The names of build()'s parameters (to find the static arguments among positional ones)."""
-        names = self.__dict__.get("_build_names")
-        if names is None:
-            names = self.__dict__["_build_names"] = build_parameters(type(self), self.config.static_arguments)
-        return names
+        static = self.config.static_arguments
+        known = self.__dict__.get("_build_names")
+        if known is None or known[0] is not static:
+            known = self.__dict__["_build_names"] = (static, build_parameters(type(self), static))
+        return known[1]
 
-    def _compile(self, leaves: list, spec: Any, key: Any) -> CompiledGraph:
-        """Trace one step, optimise the traced graph, compile it into a plan (debug() prints each stage)."""
+    def _compile(self, leaves: list, spec: Any, key: Any, failures: list = ()) -> CompiledGraph:
+        """Trace one step, optimise the traced graph, compile it into a plan (debug() prints each stage);
+        ``failures``: why the plan compiled for ``key`` no longer fits (its guard's words), if it is why."""
         start = time.perf_counter()
         debug, record = self._debug, OutlineRecorder(self._name)
         debug.log(0, f"{debug.tag} start building graph.")
@@ -322,6 +324,8 @@ class Graph(GraphStateMixin):
                                         updates=updates, **debug.trace_hooks(record))
         except Exception as error:
             print(f"[ERROR]{debug.tag} building graph got error.")
+            if failures and hasattr(error, "add_note"):
+                error.add_note(f"nn.Graph {self._name} was compiling again because {'; '.join(failures)}.")
             if any(kind[0] == "N" for kind in leaf_kinds(spec)) and hasattr(error, "add_note"):
                 error.add_note(f"The call's Python numbers are inputs of the graph, 0-d tensors in build(): if "
                                f"build() needs one's value, that is why. {STATIC_HINT}")
@@ -343,33 +347,23 @@ class Graph(GraphStateMixin):
                      f"{round(time.perf_counter() - compile_start, 2)}s.\n")
         compiled = CompiledGraph(key, traced, optimized, reports, plan, states, record,
                                  time.perf_counter() - start, guard_graph(self, traced, states, plan.state_names))
-        # NumPy's setitem is C; another array module's may run Python code, which a Ctrl-C could split.
-        compiled.commit_in_c = plan.device is backend.CPU and all(b.lr_scheduler is None for b in self._optimizers)
+        # The plan's own commit is one C call with NumPy. With Python work in it (a scheduler's step, another
+        # array module's setitem), the graph commits, with Ctrl-C held off (toynet.nn.graph_train).
+        if plan.device is not backend.CPU or any(b.lr_scheduler is not None for b in self._optimizers):
+            compiled.commit = scheduled_commit(self._optimizers)
         return compiled
 
     def _run(self, compiled: CompiledGraph, inputs: list) -> Any:
         for binding in self._optimizers:
             binding.feed_learning_rates()
         plan = compiled.plan
-        arrays = compiled.guard.arrays  # the state arrays, as the guard checked them just now
-        if compiled.commit_in_c:
-            outputs = plan.run(inputs, arrays)   # its commit is one C call: nothing can split it
-        else:
-            outputs = plan.run(inputs, arrays, self._commit)
+        # The state arrays as the guard checked them just now; the commit, unless the plan's own.
+        outputs = plan.run(inputs, compiled.guard.arrays, compiled.commit)
         device = plan.device
         spec = compiled.traced.output_structure
         if spec == TENSOR:  # build() returned one tensor: the common case, without the tree walk
             return Tensor.wrap(outputs[0], device)
         return unflatten(spec, iter([Tensor.wrap(a, device) for a in outputs]))
-
-    def _commit(self, targets: tuple, values: tuple) -> None:
-        """The step's commit when it has Python work too: the new states, then each scheduler's step, with
-        Ctrl-C held off until both are done (a KeyboardInterrupt is raised after them)."""
-        with DeferredInterrupt():
-            commit(targets, values)
-            for binding in self._optimizers:
-                if binding.lr_scheduler is not None:
-                    binding.lr_scheduler.step()
 
     def _states(self) -> dict[int, StateInfo]:
         """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads)."""

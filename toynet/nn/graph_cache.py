@@ -121,8 +121,9 @@ class CompiledGraph:
         self._numbers = "N" in self._feed
         #: The number inputs of the latest call (a saved graph keeps them as constants).
         self.numbers: list = []
-        #: May the plan commit by itself (one C call), or does the graph add Python work (a scheduler)?
-        self.commit_in_c = True
+        #: What commits a step (see toynet.static.compile): None, the plan itself (one C call), or a function
+        #: of nn.Graph's that has Python work to add (a scheduler's step).
+        self.commit: Any = None
 
     def inputs(self, leaves: list) -> list:
         """What the plan is given for a call's leaves: tensors' arrays and the numbers that are inputs."""

@@ -24,6 +24,7 @@ import threading
 from typing import Any, Callable
 
 from .. import backend
+from ..static.compile import commit
 from ..static.trace import Tracer
 from ..tensor import Tensor
 
@@ -91,6 +92,18 @@ class DeferredInterrupt:
         signal.signal(signal.SIGINT, self._previous)
         if self._received is not None:
             self._previous(*self._received)  # the default handler raises KeyboardInterrupt here
+
+
+def scheduled_commit(bindings: list[OptimizerBinding]) -> Callable[[tuple, tuple], None]:
+    """The commit of a plan's step (``plan.run(..., commit)``) when it has Python work too: the new states,
+    then each scheduler's step, with Ctrl-C held off until both are done (raised after them)."""
+    def commit_step(targets: tuple, values: tuple) -> None:
+        with DeferredInterrupt():
+            commit(targets, values)
+            for binding in bindings:
+                if binding.lr_scheduler is not None:
+                    binding.lr_scheduler.step()
+    return commit_step
 
 
 def _inputs_text(tracer: Tracer) -> str:
