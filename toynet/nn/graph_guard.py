@@ -102,21 +102,24 @@ class Guard:
 
     def compile(self) -> None:
         """Generate :meth:`check`: True when every condition holds (a missing key or attribute: False).
-        It tests the hot-path terms; if one fails, every condition, and stamps anew if they hold."""
-        restamp = [f"    _stamps[{k}] = {source}" for k, source in enumerate(self._stamps)]
-        restamp += [f"    _arrays[{k}] = {t}.array" for k, t in enumerate(
-            term.split(".array is _arrays[")[0] for term in self._fast if ".array is _arrays[" in term)]
-        lines = (_function("full", [t for t, _ in self._terms], "False")
-                 + ["def restamp():"] + (restamp or ["    pass"])
-                 + _function("check", self._fast, "_recheck()"))
-        code = compile("\n".join(lines) + "\n", "<toynet guard>", "exec")
+        It tests the hot-path terms; if one fails, every condition, and stamps anew if they hold. (The
+        function testing every condition is generated only the first time it is needed.)"""
         self._namespace["_recheck"] = self._recheck
-        self._namespace["_stamps"] = [None] * len(self._stamps)
-        exec(code, self._namespace)  # noqa: S102  (our own generated code: names and repr'd keys only)
-        self._namespace["restamp"]()
+        self._namespace["_stamps"] = [eval(source, self._namespace) for source in self._stamps]  # noqa: S307
+        self._exec(_function("check", self._fast, "_recheck()"))
         self.check = self._namespace["check"]
 
+    def _exec(self, lines: list[str]) -> None:
+        code = compile("\n".join(lines) + "\n", "<toynet guard>", "exec")
+        exec(code, self._namespace)  # noqa: S102  (our own generated code: names and repr'd keys only)
+
     def _recheck(self) -> bool:
+        if "full" not in self._namespace:
+            restamp = [f"    _stamps[{k}] = {source}" for k, source in enumerate(self._stamps)]
+            restamp += [f"    _arrays[{k}] = {t}.array" for k, t in enumerate(
+                term.split(".array is _arrays[")[0] for term in self._fast if ".array is _arrays[" in term)]
+            self._exec(_function("full", [t for t, _ in self._terms], "False")
+                       + ["def restamp():"] + (restamp or ["    pass"]))
         if self._namespace["full"]():
             self._namespace["restamp"]()
             return True
