@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-import numpy
-
 from .. import backend
 from ..tensor import Tensor
 from .ir import CONSTANT, Graph, Node
@@ -101,7 +99,7 @@ def _walk_call(value: Any, leaves: list, numbers: bool) -> Any:
     if numbers and (kind is float or kind is int):
         leaves.append(value)
         return FLOAT if kind is float else INT
-    if isinstance(value, (numpy.ndarray, numpy.number)):
+    if isinstance(value, (backend.host.ndarray, backend.host.number)):
         leaves.append(_host_tensor(value))
         return TENSOR
     if isinstance(value, tuple):
@@ -115,7 +113,7 @@ def _walk_call(value: Any, leaves: list, numbers: bool) -> Any:
 
 
 def _host_tensor(value: Any) -> Tensor:
-    array = numpy.asarray(value)
+    array = backend.host.asarray(value)
     try:
         backend.dtype_of(array)
     except TypeError as error:
