@@ -715,22 +715,30 @@ def test_nested_arguments_and_results_pass_through_a_graph(tmp_path, capsys):
     graph = NestedGraph(model)
     graph.debug(1)
     a, b = flow.randn(4, 3), flow.randn(4, 3)
-    result = graph((a, b), scale=2.0, extra=np.zeros(1))
+    marker = frozenset({"x"})   # not a tensor, number, string or None: a value of the plan, OneFlow warns of it
+    result = graph((a, b), scale=2.0, extra=marker)
     printed = capsys.readouterr().out
     assert "(INPUT:_NestedGraph_0-input_1:tensor(..., size=(4, 3)" in printed
-    assert "[WARNING](INPUT:_NestedGraph_0-input_2:<class 'numpy.ndarray'>)" in printed
-    assert sorted(result) == ["inputs", "out", "scale"] and result["scale"] == 2.0
+    # The number is an input of the plan too: a 0-d tensor in build().
+    assert "(INPUT:_NestedGraph_0-input_2:tensor(..., is_lazy='True', size=(), dtype=toynet.float64))" in printed
+    assert "[WARNING](INPUT:_NestedGraph_0-input_3:<class 'frozenset'>)" in printed
+    assert sorted(result) == ["inputs", "out", "scale"] and float(result["scale"]) == 2.0
     assert isinstance(result["inputs"], list) and result["inputs"][1][1] == "tag"
     np.testing.assert_allclose(result["out"].numpy(), (model(a) * 2.0 + model(b)).numpy(), rtol=1e-5)
     np.testing.assert_array_equal(result["inputs"][1][0].numpy(), b.numpy())
-    # New tensors of the same shapes reuse the plan; a list instead of a tuple or a new value compiles anew.
+    # New tensors of the same shapes reuse the plan, and so does a new value of the number; a list instead
+    # of a tuple, an int instead of a float or another value compiles anew.
     graph.debug(-1)
-    graph((flow.randn(4, 3), flow.randn(4, 3)), scale=2.0, extra=np.zeros(1))
+    graph((flow.randn(4, 3), flow.randn(4, 3)), scale=2.0, extra=marker)
     assert len(graph._compiled) == 1
-    graph([a, b], scale=2.0, extra=np.zeros(1))
-    graph((a, b), scale=3.0)
-    assert len(graph._compiled) == 3
-    # A deployed graph rebuilds the same nesting.
+    again = graph((a, b), scale=3.0, extra=marker)
+    assert len(graph._compiled) == 1 and again["out"].dtype == flow.float32
+    np.testing.assert_allclose(again["out"].numpy(), (model(a) * 3.0 + model(b)).numpy(), rtol=1e-5)
+    graph([a, b], scale=2.0, extra=marker)
+    graph((a, b), scale=3, extra=marker)
+    graph((a, b), scale=2.0, extra=frozenset())
+    assert len(graph._compiled) == 4
+    # A deployed graph rebuilds the same nesting, with the numbers of the last call.
     graph((a, b), scale=2.0)
     flow.save(graph, tmp_path / "nested")
     deployed = flow.load(tmp_path / "nested")(a, b)

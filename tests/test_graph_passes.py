@@ -21,7 +21,7 @@ from toynet.static.passes.cse import eliminate_common_subexpressions
 from toynet.static.passes.dce import eliminate_dead_code
 from toynet.static.passes.fold import fold_constants
 from toynet.static.passes.fuse import FusedElementwise, fuse_elementwise, reads_of_input, step_args
-from toynet.static.passes.memory import plan_memory
+from toynet.static.passes.memory import END, plan_memory
 
 CPU = backend.CPU
 RNG = np.random.default_rng(0)
@@ -347,22 +347,29 @@ def test_memory_never_writes_in_place_over_a_value_the_op_also_reads_through_a_v
     assert_same_program(b.graph, graph, [f32(3, 3)], b.values)
 
 
-def test_memory_writes_state_updates_in_place_only_after_every_reader_of_the_old_value():
+def test_memory_stages_every_state_update_and_commits_them_together_at_the_end():
     b = Builder()
     x = b.input("x", (4,))
     w = b.state("w", f32(4))
     v = b.state("v", f32(4))
-    new_w = b.op("sub", w, x, name="new_w")           # nothing reads w afterwards: in place
+    new_w = b.op("sub", w, x, name="new_w")           # nothing reads w afterwards: still staged
     new_v = b.op("add", v, x, name="new_v")
     late_read = b.op("mul", v, 3.0, name="late")      # reads the OLD v after new_v is computed
     b.returns(b.op("add", late_read, new_w, name="out"))
     b.update(w, new_w).update(v, new_v)
     graph, report = plan_memory(b.graph)
     plan = graph.memory
-    assert plan.state_out == {"new_w": "w"}
-    assert plan.commits == {"v": "new_v"}
-    assert "1 state updates in place" in report.summary()
+    assert plan.commits == {"w": "new_w", "v": "new_v"}
+    assert plan.buffer_of["new_w"] != plan.buffer_of["new_v"]      # both live to the end
+    assert plan.last_use["new_w"] == plan.last_use["new_v"] == END
+    assert "2 state updates staged" in report.summary()
     assert_same_program(b.graph, graph, [f32(4)], b.values)
+    # No op writes a state's array: only the commit, the last statement before the return.
+    source = Plan(graph).source
+    body = [line.strip() for line in source.splitlines() if line.startswith("    ") and "#" not in line]
+    assert not any("out=s" in line or line.startswith("s") and "] =" in line for line in body), source
+    assert body[-5:] == ["if commit is None:", "_commit(map(_setitem, (s0, s1), _ALL, (v0, v1)))",
+                         "else:", "commit((s0, s1), (v0, v1))", "return (v3,)"], source
 
 
 def test_memory_does_not_overwrite_a_state_another_state_copies():
@@ -374,8 +381,18 @@ def test_memory_does_not_overwrite_a_state_another_state_copies():
     b.returns(b.op("neg", x, name="out"))
     b.update(prev, cur).update(cur, new_cur)
     graph, _ = plan_memory(b.graph)
-    assert "new_cur" not in graph.memory.state_out
+    assert graph.memory.commits == {"prev": "cur", "cur": "new_cur"}
+    assert "s0_old = s0.copy()" in Plan(graph).source or "s1_old = s1.copy()" in Plan(graph).source
     assert_same_program(b.graph, graph, [np.ones(3, np.float32)], b.values)
+    # Swapped: each state's new value is the other's old one. No order of two copies does that.
+    b = Builder()
+    x = b.input("x", (3,))
+    a, c = b.state("a", np.zeros(3), kind="buffer"), b.state("c", np.ones(3), kind="buffer")
+    b.returns(b.op("neg", x, name="out"))
+    b.update(a, c).update(c, a)
+    graph, _ = plan_memory(b.graph)
+    assert_same_program(b.graph, graph, [np.ones(3, np.float32)], b.values)
+    assert_same_program(b.graph, b.graph, [np.ones(3, np.float32)], b.values)   # no memory plan
 
 
 def test_memory_keeps_a_buffer_alive_while_a_view_of_it_is_read():
@@ -459,18 +476,18 @@ def test_emit_rules_compute_what_forward_computes(op_name, shapes, attrs, code):
     assert_same_program(b.graph, b.graph, [f32(*shape) for shape in shapes], b.values)   # no buffers
 
 
-def test_sum_to_emits_into_a_state_in_place_and_falls_back_where_it_cannot():
+def test_sum_to_emits_into_a_staged_buffer_also_through_a_view_of_another_shape():
     b = Builder()
     x = b.input("x", (5, 4))
     total, kept = b.state("total", f32(4)), b.state("kept", f32(1, 4))
-    b.update(total, b.op("sum_to", x, shape=(4,), name="new_total"))     # a state's array: fine as out=
-    b.update(kept, b.op("sum_to", x, shape=(1, 4), name="new_kept"))     # a view of it: only at run time
+    b.update(total, b.op("sum_to", x, shape=(4,), name="new_total"))     # a pooled buffer: fine as out=
+    b.update(kept, b.op("sum_to", x, shape=(1, 4), name="new_kept"))     # a view of one: reshaped once
     b.returns(b.op("neg", x, name="out"))
     graph, _ = plan_memory(b.graph)
-    assert graph.memory.state_out == {"new_total": "total", "new_kept": "kept"}
+    assert graph.memory.commits == {"total": "new_total", "kept": "new_kept"}
     lines = emitted(graph)
-    assert "v0 = v_in0.sum(axis=(0,), out=s0)" in lines
-    assert any(line.startswith("v1 = k_1(xp, v_in0") for line in lines), lines
+    assert any(line.startswith("v0 = v_in0.sum(axis=(0,), out=b") for line in lines), lines
+    assert any(line.startswith("v1 = v_in0.sum(axis=(0,), keepdims=True, out=b") for line in lines), lines
     assert_same_program(b.graph, graph, [f32(5, 4)], b.values)
 
 
@@ -604,20 +621,21 @@ def test_traced_graph_passes_remove_fold_and_merge_what_the_build_wrote():
 def test_the_plan_creates_no_tensors_per_op():
     _, _, graph = train_conv(True, 1)
     source = graph.plan.source
-    header, _, body = source.partition("\ndef run(inputs, states):\n")
+    header, _, body = source.partition("\ndef run(inputs, states, commit=None):\n")
     assert body, source
     for forbidden in ("Tensor", "apply(", "grad_fn", "OPS["):
         assert forbidden not in body
     # One line per op of the optimised graph (fused kernels inline their steps).
     assert body.count("\n    # ") >= graph.ir.count_ops()
-    # The loss is computed and returned; every state is read from `states`.
+    # The loss is computed and returned; every state is read from `states`, and written only by the commit.
     assert "    return (" in body and "states[" in body
+    assert "out=s" not in body and "_commit(map(_setitem, (s" in body
 
 
 def test_the_plan_source_reads_as_a_lesson():
     _, _, graph = train_conv(True, 1)
     source = graph.plan.source
-    header, _, body = source.partition("\ndef run(inputs, states):\n")
+    header, _, body = source.partition("\ndef run(inputs, states, commit=None):\n")
     # A header of comments explains every kind of name the code uses.
     assert all(line.startswith("#") for line in header.splitlines())
     for name in ("v_in0", "s0", "c0", "b2_5", "k_", "v0", "v9_t"):
@@ -629,7 +647,8 @@ def test_the_plan_source_reads_as_a_lesson():
     assert [line for line in body.splitlines() if line.startswith("    # ---- ")] == [
         "    # ---- forward: what build() computes from the inputs",
         "    # ---- backward: the gradients, each op's vjp rule",
-        "    # ---- optimizer: the update of each parameter and its optimizer state"]
+        "    # ---- optimizer: the update of each parameter and its optimizer state",
+        "    # ---- commit: every state update at once, nothing written before (a failed step changes"]
     optimizer = type(graph._optimizers[0].optimizer).__name__
     for n in graph.ir.op_nodes:
         if n.phase == "optimizer":

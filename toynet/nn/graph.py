@@ -22,13 +22,19 @@ This module is the facade: OneFlow's API, config and printouts over toynet's sta
 reads as the engine's stages, each in its own module::
 
     __call__     flatten the arguments; find the plan compiled for their signature  (static.arguments)
+                 whose guard still holds                                            (graph_guard, graph_cache)
     _compile     trace_step: build on lazy tensors, loss.backward(), the updates   (static.trace, graph_train)
                  optimize: the passes rewrite the traced graph                      (static.passes)
                  Plan: the optimised graph becomes generated code                   (static.compile)
     _run         plan.run on the input and state arrays; rebuild build()'s result   (static.arguments)
 
-So the first call with given input shapes compiles and every call runs the plan. A call with new input
-shapes compiles again (cached per signature) instead of failing as OneFlow does.
+So the first call with given input shapes compiles and every call runs the plan. New input shapes
+compile again (OneFlow fails), and so does a call after something the plan took for granted changed
+(a parameter replaced, ``model.eval()``, ``weight_decay``: a *guard* failed, ``graph.debug(1)`` says
+which). At most ``graph.config.cache_limit`` plans are kept. Python numbers passed to the graph are
+inputs of the plan (``graph(x, 0.5)`` then ``graph(x, 0.7)`` run one plan) unless declared static:
+``self.config.set_static_arguments("steps")``. A training step is all or nothing: an error or a
+Ctrl-C leaves parameters, optimizer state and step counter as they were, or applies the step whole.
 
 ``graph.model`` is the very module you assigned (toynet needs no proxy objects), so
 ``graph.model.state_dict()`` works and gives the module's own state dict.
@@ -37,61 +43,27 @@ shapes compiles again (cached per signature) instead of failing as OneFlow does.
 from __future__ import annotations
 
 import time
+import warnings
 from collections import OrderedDict
 from typing import Any
 
 from .. import backend, mode
 from ..optim.optimizer import Optimizer
-from ..static.arguments import TENSOR, flatten, signature, unflatten
+from ..static.arguments import TENSOR, bake_numbers, flatten_call, leaf_kinds, signature, unflatten
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
-from ..static.passes import PASS_NAMES, optimize
+from ..static.passes import optimize
 from ..static.serialize import save_graph
-from ..static.trace import StateInfo, trace_step
+from ..static.trace import STATIC_HINT, StateInfo, trace_step
 from ..tensor import Tensor
+from .graph_cache import (CompiledGraph, GraphConfig, PlanCache, build_parameters, describe_inputs,
+                          eviction_warning)
 from .graph_debug import DebugPrinter
+from .graph_guard import guard_graph
 from .graph_outline import OutlineRecorder, build_outline
 from .graph_state import GraphStateMixin
-from .graph_train import OptimizerBinding, trace_updates
+from .graph_train import OptimizerBinding, scheduled_commit, trace_updates
 from .module import Module
-
-
-class GraphConfig:
-    """Settings of one graph. ``training`` is True once an optimizer has been added."""
-
-    def __init__(self) -> None:
-        self.training = False
-        self.disabled_passes: set[str] = set()
-
-    def enable_pass(self, name: str, enabled: bool = True) -> None:
-        """Turn one optimisation pass off (or back on) for graphs compiled from now on."""
-        if name not in PASS_NAMES:
-            raise ValueError(f"unknown pass {name!r}; the passes are {', '.join(PASS_NAMES)}")
-        if enabled:
-            self.disabled_passes.discard(name)
-        else:
-            self.disabled_passes.add(name)
-
-    def __repr__(self) -> str:
-        return f"GraphConfig(training={self.training}, )"
-
-
-class CompiledGraph:
-    """Everything one compilation produced, for one input signature."""
-
-    def __init__(self, key: Any, traced: StaticGraph, optimized: StaticGraph, reports: list, plan: Plan,
-                 states: dict[str, Tensor], record: OutlineRecorder, seconds: float):
-        self.key = key
-        #: State name -> the eager tensor holding it (parameters, buffers, optimizer slots, train step).
-        self.states = states
-        #: The same tensors in the order the plan takes them.
-        self.state_tensors = [states[name] for name in plan.state_names]
-        self.traced = traced
-        self.optimized = optimized
-        self.reports = reports
-        self.plan = plan
-        self.record = record
-        self.seconds = seconds
 
 
 class Graph(GraphStateMixin):
@@ -113,8 +85,9 @@ class Graph(GraphStateMixin):
         d["config"] = GraphConfig()
         d["_modules"] = OrderedDict()
         d["_optimizers"] = []
-        d["_compiled"] = {}
+        d["_compiled"] = PlanCache()
         d["_last"] = None
+        d["_last_call"] = None
         d["_debug"] = DebugPrinter(self)
         d["_train_step"] = None
         d["_graph_initialized"] = True
@@ -201,6 +174,12 @@ class Graph(GraphStateMixin):
                     raise ValueError(f"<{names.get(id(p), 'parameter')}> is already bound to another optimizer.")
         self._optimizers.append(OptimizerBinding(optim, lr_sch))
         self.config.training = True
+        self._forget_plans()  # they do not train with it
+
+    def _forget_plans(self) -> None:
+        """Drop every compiled plan (the next call compiles anew)."""
+        self._compiled.clear()
+        self.__dict__["_last_call"] = None
 
     def _parameter_names(self) -> dict[int, str]:
         names = {}
@@ -214,7 +193,8 @@ class Graph(GraphStateMixin):
         if self._last is None:
             raise RuntimeError("graph must be compiled first: call it once (e.g. on example inputs) before "
                                "toynet.save(graph, path)")
-        save_graph(path, self._last.traced, self._last.states, type(self).__name__)
+        traced = bake_numbers(self._last.traced, self._last.numbers)  # a deployed graph takes tensors only
+        save_graph(path, traced, self._last.states, type(self).__name__)
 
     # ------------------------------------------------------------------------------ debug
 
@@ -231,8 +211,10 @@ class Graph(GraphStateMixin):
         return self.outline().render()
 
     def outline(self):
-        """The tagged tree ``print(graph)`` shows (see toynet.nn.graph_outline)."""
-        record = self._last.record if self._last is not None else None
+        """The tagged tree ``print(graph)`` shows (see toynet.nn.graph_outline), with the inputs and outputs
+        traced by the latest compilation."""
+        latest = self._compiled.latest
+        record = latest.record if latest is not None else None
         return build_outline(self._name, type(self).__name__, self.training, self._modules, record)
 
     # ------------------------------------------------------------------------------ compiled views
@@ -249,8 +231,9 @@ class Graph(GraphStateMixin):
 
     @property
     def passes(self) -> list:
-        """What each optimisation pass did in the last compilation (``print(r.details())`` for each)."""
-        return self._require_compiled().reports
+        """What each optimisation pass did in the latest compilation (``print(r.details())`` for each)."""
+        self._require_compiled()
+        return self._compiled.latest.reports
 
     @property
     def plan(self) -> Plan:
@@ -266,21 +249,12 @@ class Graph(GraphStateMixin):
     # ------------------------------------------------------------------------------ calling
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._check_initialized()
-        same = self._same_call(args, kwargs)
-        if same is not None:
-            compiled, inputs = same
+        last = self.__dict__.get("_last_call")
+        if last is not None and not kwargs and self._same_call(last, args) and last[3]():
+            compiled, inputs = last[0], last[2]
         else:
-            leaves, spec = flatten((args, kwargs))  # the one walk over the call's nested arguments
-            key = signature(leaves, spec)
-            compiled = self._compiled.get(key)
-            if compiled is None:
-                if self._compiled:
-                    self._debug.log(1, f"{self._debug.tag} got a new input shape, is compiling a new graph.")
-                compiled = self._compiled[key] = self._compile(leaves, spec, key)
-            inputs = [t.array for t in leaves if isinstance(t, Tensor)]
-            flat = not kwargs and all(type(a) is Tensor for a in args)
-            self.__dict__["_last_call"] = (compiled, args, inputs) if flat else None
+            self._check_initialized()
+            compiled, inputs = self._prepare(args, kwargs)
         self.__dict__["_last"] = compiled
         try:
             return self._run(compiled, inputs)
@@ -288,33 +262,76 @@ class Graph(GraphStateMixin):
             print(f"[ERROR]{self._debug.tag} run got error: {type(error)} {error}")
             raise
 
-    def _same_call(self, args: tuple, kwargs: dict) -> "tuple[CompiledGraph, list] | None":
-        """The previous call's plan and input arrays if this call passes the very same tensors holding the
-        very same arrays (a training loop over fixed data): then nothing about the inputs can have changed,
-        and the call skips flattening and the signature."""
-        last = self.__dict__.get("_last_call")
-        if last is None or kwargs or len(args) != len(last[1]):
-            return None
-        compiled, last_args, arrays = last
+    @staticmethod
+    def _same_call(last: tuple, args: tuple) -> bool:
+        """The very same tensors, holding the very same arrays, as the previous call (a loop over fixed data)?
+        Then the inputs cannot have changed: the call skips flattening and the signature (not the guard)."""
+        last_args, arrays = last[1], last[2]
+        if len(args) != len(last_args):
+            return False
         for a, b, array in zip(args, last_args, arrays):
             if a is not b or a.array is not array:
-                return None
-        return compiled, arrays
+                return False
+        return True
 
-    def _compile(self, leaves: list, spec: Any, key: Any) -> CompiledGraph:
-        """Trace one step, optimise the traced graph, compile it into a plan (debug() prints each stage)."""
+    def _prepare(self, args: tuple, kwargs: dict) -> tuple[CompiledGraph, list]:
+        """Flatten the call, find the plan compiled for its signature whose guard holds, or compile one."""
+        static = self.config.static_arguments
+        leaves, spec = flatten_call((args), kwargs, static, self._build_parameters() if static else ())
+        key = signature(leaves, spec)
+        cache = self._compiled
+        cache.limit = self.config.cache_limit
+        compiled, failures = cache.lookup(key)
+        if compiled is None:
+            tag = self._debug.tag
+            if failures:
+                self._debug.log(1, f"{tag} is compiling a new graph: the plan compiled for these inputs no longer "
+                                   f"fits, a guard failed: {'; '.join(failures)}.")
+            elif cache:
+                self._debug.log(1, f"{tag} got a new input shape, is compiling a new graph. Inputs: "
+                                   f"{describe_inputs(leaves)}.")
+            compiled = self._compile(leaves, spec, key, failures)
+            for old in cache.add(compiled):
+                self._debug.log(1, f"{tag} keeps at most {cache.limit} compiled plans (graph.config.cache_limit): "
+                                   f"dropped the least recently used one, {old!r}.")
+                if cache.evictions == 1:
+                    warnings.warn(eviction_warning(self._name, cache.limit), RuntimeWarning, stacklevel=3)
+        inputs = compiled.inputs(leaves)
+        flat = not kwargs and all(type(a) is Tensor for a in args)
+        self.__dict__["_last_call"] = (compiled, args, inputs, compiled.guard.check) if flat else None
+        return compiled, inputs
+
+    def _build_parameters(self) -> tuple[str, ...]:
+        """The names of build()'s parameters (to find the static arguments among positional ones)."""
+        static = self.config.static_arguments
+        known = self.__dict__.get("_build_names")
+        if known is None or known[0] is not static:
+            known = self.__dict__["_build_names"] = (static, build_parameters(type(self), static))
+        return known[1]
+
+    def _compile(self, leaves: list, spec: Any, key: Any, failures: list = ()) -> CompiledGraph:
+        """Trace one step, optimise the traced graph, compile it into a plan (debug() prints each stage);
+        ``failures``: why the plan compiled for ``key`` no longer fits (its guard's words), if it is why."""
         start = time.perf_counter()
         debug, record = self._debug, OutlineRecorder(self._name)
         debug.log(0, f"{debug.tag} start building graph.")
         # A training graph's step ends with its optimizers' updates (toynet.nn.graph_train).
         updates = ((lambda tracer: trace_updates(tracer, self._optimizers, self._train_step_tensor))
                    if self._optimizers else None)
+        fed = [b.lr_tensors for b in self._optimizers]
         try:
             traced, states = trace_step(self._name, self.build, leaves, spec, self._states(), self._module_paths(),
                                         updates=updates, **debug.trace_hooks(record))
-        except Exception:
+        except Exception as error:
             print(f"[ERROR]{debug.tag} building graph got error.")
+            if failures and hasattr(error, "add_note"):
+                error.add_note(f"nn.Graph {self._name} was compiling again because {'; '.join(failures)}.")
+            if any(kind[0] == "N" for kind in leaf_kinds(spec)) and hasattr(error, "add_note"):
+                error.add_note(f"The call's Python numbers are inputs of the graph, 0-d tensors in build(): if "
+                               f"build() needs one's value, that is why. {STATIC_HINT}")
             raise
+        if any(a is not b.lr_tensors for a, b in zip(fed, self._optimizers)):
+            self._forget_plans()  # remade learning-rate inputs (another device): the other plans read the old
         debug.log(0, f"{debug.tag} end building graph.")
         debug.log(0, f"{debug.tag} building graph Done! Cost time: {round(time.perf_counter() - start, 2)}s.\n")
         compile_start = time.perf_counter()
@@ -328,22 +345,25 @@ class Graph(GraphStateMixin):
         debug.log(0, f"{debug.tag} end compiling plan and init graph rumtime.")
         debug.log(0, f"{debug.tag} compiling plan Done! Cost time: "
                      f"{round(time.perf_counter() - compile_start, 2)}s.\n")
-        return CompiledGraph(key, traced, optimized, reports, plan, states, record, time.perf_counter() - start)
+        compiled = CompiledGraph(key, traced, optimized, reports, plan, states, record,
+                                 time.perf_counter() - start, guard_graph(self, traced, states, plan.state_names))
+        # The plan's own commit is one C call with NumPy. With Python work in it (a scheduler's step, another
+        # array module's setitem), the graph commits, with Ctrl-C held off (toynet.nn.graph_train).
+        if plan.device is not backend.CPU or any(b.lr_scheduler is not None for b in self._optimizers):
+            compiled.commit = scheduled_commit(self._optimizers)
+        return compiled
 
     def _run(self, compiled: CompiledGraph, inputs: list) -> Any:
         for binding in self._optimizers:
             binding.feed_learning_rates()
-        outputs = compiled.plan.run(inputs, [t.array for t in compiled.state_tensors])
-        device = compiled.plan.device
+        plan = compiled.plan
+        # The state arrays as the guard checked them just now; the commit, unless the plan's own.
+        outputs = plan.run(inputs, compiled.guard.arrays, compiled.commit)
+        device = plan.device
         spec = compiled.traced.output_structure
         if spec == TENSOR:  # build() returned one tensor: the common case, without the tree walk
-            result = Tensor.wrap(outputs[0], device)
-        else:
-            result = unflatten(spec, iter([Tensor.wrap(a, device) for a in outputs]))
-        for binding in self._optimizers:
-            if binding.lr_scheduler is not None:
-                binding.lr_scheduler.step()
-        return result
+            return Tensor.wrap(outputs[0], device)
+        return unflatten(spec, iter([Tensor.wrap(a, device) for a in outputs]))
 
     def _states(self) -> dict[int, StateInfo]:
         """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads)."""
@@ -365,6 +385,10 @@ class Graph(GraphStateMixin):
 
     def _train_step_tensor(self, device: backend.Device) -> Tensor:
         """The step counter the plans increment (System-Train-TrainStep), on the graph's device."""
-        if self._train_step is None or self._train_step.device != device:
-            self.__dict__["_train_step"] = Tensor([0], dtype=backend.int64, device=device)
+        old = self._train_step
+        if old is None or old.device != device:
+            if old is not None:
+                self._forget_plans()  # they count on the old tensor
+            count = [0] if old is None else old.numpy()
+            self.__dict__["_train_step"] = Tensor(count, dtype=backend.int64, device=device)
         return self._train_step

@@ -11,13 +11,20 @@ OneFlow's names, which ``graph.state_dict()`` uses too:
 * ``System-Train-LearningRate-<i>-<g>``: the learning rate of group ``g`` of optimizer ``i``, a 0-d
   tensor the graph refills before each run, so a scheduler's change reaches the compiled plan;
 * ``<param path>-<slot>``: optimizer slots, e.g. ``model.0.weight-momentum``.
+
+A step is all or nothing: the plan computes every new value first and commits them together (see
+:mod:`toynet.static.compile`). When the commit has Python work of its own (a learning-rate scheduler's
+step), :class:`DeferredInterrupt` holds Ctrl-C off for the few microseconds it takes.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from typing import Any, Callable
 
 from .. import backend
+from ..static.compile import commit
 from ..static.trace import Tracer
 from ..tensor import Tensor
 
@@ -45,10 +52,62 @@ class OptimizerBinding:
 
     def feed_learning_rates(self) -> None:
         """Copy each group's current ``lr`` (a scheduler may have changed it) into the plan's input."""
-        for i, (group, tensor) in enumerate(zip(self.optimizer.param_groups, self.lr_tensors)):
-            if self._fed[i] != group["lr"]:
-                tensor.array[...] = group["lr"]
-                self._fed[i] = group["lr"]
+        fed = self._fed
+        for i, group in enumerate(self.optimizer.param_groups):
+            lr = group["lr"]
+            if lr is not fed[i] or type(lr) is not float:  # (the same value fed again is harmless)
+                self.lr_tensors[i].array[...] = lr
+                fed[i] = lr
+
+
+class DeferredInterrupt:
+    """``with DeferredInterrupt():`` a Ctrl-C (SIGINT) arriving inside the block is held and delivered when
+    the block ends, so the block runs whole: a training step's commit cannot be split by a
+    KeyboardInterrupt, which is then raised after it.
+
+    Only the main thread can set signal handlers, and only it receives Python's KeyboardInterrupt: in
+    another thread the block runs as it is (no interrupt can land in it there). A SIGINT handler that is
+    not a Python callable (ignored, or the C default that ends the process) is left alone too.
+    Installing a handler is a system call (several microseconds), which is why a plan's own commit, one
+    C call that no signal handler can interrupt, does without it.
+    """
+
+    __slots__ = ("_previous", "_received")
+
+    def __enter__(self) -> "DeferredInterrupt":
+        self._previous = self._received = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self._received = (signum, frame)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is None:
+            return
+        signal.signal(signal.SIGINT, self._previous)
+        if self._received is not None:
+            self._previous(*self._received)  # the default handler raises KeyboardInterrupt here
+
+
+def scheduled_commit(bindings: list[OptimizerBinding]) -> Callable[[tuple, tuple], None]:
+    """The commit of a plan's step (``plan.run(..., commit)``) when it has Python work too: the new states,
+    then each scheduler's step, with Ctrl-C held off until both are done (raised after them)."""
+    def commit_step(targets: tuple, values: tuple) -> None:
+        with DeferredInterrupt():
+            commit(targets, values)
+            for binding in bindings:
+                if binding.lr_scheduler is not None:
+                    binding.lr_scheduler.step()
+    return commit_step
+
+
+def _inputs_text(tracer: Tracer) -> str:
+    return ", ".join(f"{n.name} {tuple(n.shape)} {n.dtype.name}" for n in tracer.graph.inputs) or "none"
 
 
 def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: Callable) -> None:
@@ -69,10 +128,20 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
                     raise ValueError(
                         f"Parameter of shape {tuple(p.shape)} is not in the corresponding nn.Graph/nn.Module. "
                         "Please make sure you call the module's to(..) method first, then add the module's "
-                        "parameters into an optimizer.")
+                        "parameters into an optimizer. (A parameter replaced on a module after the optimizer "
+                        "was made, as in model.fc.weight = nn.Parameter(...), leaves the optimizer with the "
+                        "old one: make the optimizer again, or copy new values in with load_state_dict().)")
                 grad = grads.get(name)
                 if grad is None:
                     continue  # not used by the loss: no gradient, no update (as in Eager mode)
+                if grad.dtype is not p.dtype:
+                    # Eager mode's optimizer.step() refuses this step too (a TypeError, nothing changed).
+                    raise TypeError(
+                        f"nn.Graph {tracer.graph.name}: {name} is {p.dtype.name} but its gradient is "
+                        f"{grad.dtype.name}, so {type(optimizer).__name__} cannot update it (Eager mode's "
+                        f"optimizer.step() refuses the same step). The call's inputs: {_inputs_text(tracer)}. "
+                        "Give the graph inputs of the parameters' dtype (x.float() or x.to(flow.float32)), "
+                        "or convert the model to the inputs' dtype (model.double()).")
                 state = optimizer.state.get(p)
                 if state is None:
                     state = optimizer.state[p] = optimizer.init_state(p)
@@ -82,6 +151,16 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
                 # Update ops are named after their parameter, and say which rule made them.
                 with tracer.scope(name, source=f"{type(optimizer).__name__}.update"):
                     new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
+                    made = [k for k in new_state if k not in state]
+                    if made:
+                        # The rule made slots the state lacks (momentum switched on after a step), as Eager's
+                        # step adds them. The plan must read them on later calls: add them (zeros, the fresh
+                        # value), and trace the rule again on the full state (the first try is dead code).
+                        for k in made:
+                            v = new_state[k]
+                            state[k] = Tensor.wrap(device.xp.zeros(tuple(v.shape), dtype=v.dtype.array_dtype), device)
+                            lazy_state[k] = tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", state[k])
+                        new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
                     tracer.update(p, new_param)
                     for k, v in new_state.items():
                         tracer.update(state[k], v)

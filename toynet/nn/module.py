@@ -21,6 +21,10 @@ from ..utils.interrupts import defer_interrupts
 from ..utils.loading import ShapeMismatch, prepared, unaliased
 from .parameter import Parameter
 
+#: How many times any module's attributes, registries or training mode changed through the methods
+#: below. A compiled nn.Graph checks its modules in full only when this moved (toynet.nn.graph_guard).
+CHANGES = [0]
+
 
 class IncompatibleKeys(NamedTuple):
     """What ``load_state_dict`` did not match: keys the module has but the dict lacked, and the reverse."""
@@ -80,6 +84,7 @@ class Module:
         # A name keeps its kind: once a parameter, only a Parameter (or None) may replace it; likewise
         # for submodules and buffers. Replacing in place keeps the name's position (and so the order of
         # parameters() and state_dict()).
+        CHANGES[0] += 1
         d = self.__dict__
         params, buffers, modules = (d.get(r) for r in ("_parameters", "_buffers", "_modules"))
         if isinstance(value, Parameter):
@@ -124,6 +129,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
+        CHANGES[0] += 1
         for registry in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__.get(registry, {}):
                 del self.__dict__[registry][name]
@@ -131,6 +137,7 @@ class Module:
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
+        CHANGES[0] += 1
         params = self._registries()[0]
         self._check_name(name, params)
         if param is not None and not isinstance(param, Parameter):
@@ -139,6 +146,7 @@ class Module:
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Register state that belongs to the module but is not trained (saved unless not persistent)."""
+        CHANGES[0] += 1
         buffers = self._registries()[1]
         self._check_name(name, buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
@@ -150,6 +158,7 @@ class Module:
             self.__dict__["_non_persistent"].add(name)
 
     def add_module(self, name: str, module: "Module | None") -> None:
+        CHANGES[0] += 1
         modules = self._registries()[2]
         self._check_name(name, modules)
         if module is not None and not isinstance(module, Module):
@@ -283,6 +292,7 @@ class Module:
         """Set training mode (``True``) or evaluation mode (``False``) here and in every submodule."""
         if not isinstance(mode, bool):
             raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
+        CHANGES[0] += 1
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self

@@ -5,7 +5,7 @@ arrays (the ufunc the op is, the line its ``emit`` rule writes, or its ``forward
 buffers the memory plan chose::
 
     # The compiled plan of graph TrainGraph_0: ...      (a header explaining the names)
-    def run(inputs, states):
+    def run(inputs, states, commit=None):
         v_in0 = inputs[0]
         s0 = states[0]  # model.0.weight
         ...
@@ -13,16 +13,37 @@ buffers the memory plan chose::
         # model.0-linear-0    (poly.py:41 in build: loss = self.loss_fn(self.model(x), y))
         v0 = xp.add(xp.matmul(v_in0, s0.T, out=b0_0), s1, out=b0_0)
         ...
+        # ---- commit: ...
+        if commit is None:
+            _commit(map(_setitem, (s0, s1), _ALL, (v7, v9)))
+        else:
+            commit((s0, s1), (v7, v9))
         return (xp.asarray(v3),)
 
 No Tensor objects, no autograd records, no shape checks, no dictionary lookups per op: everything
 Eager mode decides at run time on every call was decided once, here. That is where Graph mode's speed
 comes from. ``plan.source`` shows the generated code.
+
+**A step is all or nothing.** No op writes into a state's array: a training step's new parameters,
+optimizer slots and step counter are computed into buffers of their own (the memory plan keeps them to
+the end), and the last statement copies them all into the state arrays. An error anywhere before it (an
+overflow raised by ``numpy.errstate``, a shape error, a Ctrl-C) leaves every state as it was. The copy is
+one C-level call, ``deque(maxlen=0).extend(map(operator.setitem, ...))``: CPython runs a Python-level
+signal handler, and so raises ``KeyboardInterrupt``, only between bytecodes of Python code, so a
+Ctrl-C during the copy is raised after it, once every state is written. (A caller with Python code to
+add to the commit, such as a learning-rate scheduler's step, passes ``commit``: it receives the state
+arrays and their new values and must copy them itself; ``nn.Graph`` defers SIGINT around it.)
+Copying costs one pass over the states' memory; swapping the arrays into the state tensors instead
+would cost nothing, but would change the arrays a user may hold (``p.numpy()`` shares its memory) and
+let the next step write into the old ones.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
+import operator
 import re
 from typing import Any
 
@@ -37,7 +58,10 @@ from .passes.memory import END
 class Plan:
     """A compiled graph: call ``plan.run(input_arrays, state_arrays)`` to get the output arrays.
 
-    State arrays are read at the start of the call and updated (in place) before it returns.
+    State arrays are read at the start of the call and written once, all together, just before it
+    returns (see the module's docstring); ``plan.run(inputs, states, commit)`` hands that write to
+    ``commit(state_arrays, new_values)``. An input the graph takes as a Python number (``number_inputs``)
+    is passed as the number itself.
     """
 
     def __init__(self, graph: Graph):
@@ -45,7 +69,10 @@ class Plan:
         self.device = _graph_device(graph)
         self.state_names = [n.state_name for n in graph.nodes if n.kind == STATE]
         self.input_names = [n.name for n in graph.inputs]
-        self.namespace: dict[str, Any] = {"xp": self.device.xp}
+        #: Positions in ``inputs`` of the Python numbers of the call (a plain int or float each call).
+        self.number_inputs = [k for k, n in enumerate(graph.inputs) if n.attrs.get("number")]
+        self.namespace: dict[str, Any] = {"xp": self.device.xp, "_commit": _COMMIT, "_setitem": operator.setitem,
+                                          "_ALL": _ALL}
         self.source = self._generate()
         code = compile(self.source, f"<toynet plan {graph.name}>", "exec")
         exec(code, self.namespace)  # noqa: S102  (our own generated code)
@@ -55,7 +82,7 @@ class Plan:
 
     def _generate(self) -> str:
         """The source of ``run``: a header naming what the names mean, then the reads of inputs and
-        state, one block per op, the state updates not made in place, and the return."""
+        state, one block per op, the outputs, the commit of every state update, and the return."""
         memory = self.graph.memory
         if memory is not None:
             # One raw byte buffer per slot; each value placed in a slot gets a typed view (made once, here).
@@ -65,9 +92,10 @@ class Plan:
         self._var: dict[int, str] = {}   # id(node) -> its name in the generated code
         self._state_index = {name: i for i, name in enumerate(self.state_names)}
         self._temporaries: set[str] = set()   # fused kernels' intermediate results
+        self._numbers = _number_nodes(self.graph)  # values that are Python numbers at run time
         body = self._reads() + self._op_lines() + self._commits() + [self._return()]
-        source = "\n".join(self._header() + ["def run(inputs, states):"] + body) + "\n"
-        del self._var, self._temporaries  # bookkeeping of the code generation only: the plan need not keep it
+        source = "\n".join(self._header() + ["def run(inputs, states, commit=None):"] + body) + "\n"
+        del self._var, self._temporaries, self._numbers  # bookkeeping of the code generation only
         return source
 
     def _header(self) -> list[str]:
@@ -115,10 +143,13 @@ class Plan:
             out = self._out(n)
             args = [self._var[id(x)] if isinstance(x, Node) else self._literal(x) for x in n.inputs]
             if n.op is FusedElementwise:
-                scratch = memory.scratch_of.get(n.name) if memory is not None else None
-                lines += self._fused_lines(name, n, args, out, None if scratch is None else self._view(scratch, n))
+                lines += self._fused_lines(name, n, args, out)
             else:
                 lines.append(f"    {name} = {self._call(i, n, args, out)}")
+            if id(n) in self._numbers:
+                # Computed from the call's Python numbers only: keep it a Python number, as Eager mode's
+                # Python arithmetic would, so it stays 'weak' in NumPy's promotion (x32 * it is float32).
+                lines.append(f"    {name} = {name}.item()")
             # A fresh (unpooled) value is dropped as soon as its last reader has run, freeing memory early.
             if memory is not None and out is None and i < last_use.get(n.name, -1) < END:
                 dies_at.setdefault(last_use[n.name], []).append(name)
@@ -126,39 +157,56 @@ class Plan:
         return lines
 
     def _out(self, n: Node) -> str | None:
-        """Where the memory plan has op ``n`` write: a buffer view, a state's own array, or nowhere (None)."""
+        """Where the memory plan has op ``n`` write: a buffer view, or nowhere (None: a fresh array)."""
         memory = self.graph.memory
-        if memory is None:
+        if memory is None or n.name not in memory.buffer_of:
             return None
-        if n.name in memory.buffer_of:
-            return self._view(memory.buffer_of[n.name], n)
-        if n.name in memory.state_out:
-            return f"s{self._state_index[memory.state_out[n.name]]}"
-        return None
+        return self._view(memory.buffer_of[n.name], n)
 
     def _commits(self) -> list[str]:
-        """Copy into each state's array the new values not already written there in place."""
+        """The commit: every state's new value copied into the state's array, in one C-level call (or
+        handed to ``commit``). A new value that still reads a state's memory (``prev.copy_(cur)``: the
+        old ``cur``) is copied first, so no order of the copies can mix old and new values."""
         memory = self.graph.memory
         if memory is not None:
             by_name = {n.name: n for n in self.graph.nodes}
             updates = {state: by_name[node_name] for state, node_name in memory.commits.items()}
         else:
-            updates = self.graph.updates
-        return [f"    s{self._state_index[state]}[...] = {self._var[id(node)]}  # update {_text(state)}"
-                for state, node in updates.items()]
+            updates = {state: n for state, n in self.graph.updates.items() if n.state_name != state}
+        if not updates:
+            return []
+        lines = ["    # ---- commit: every state update at once, nothing written before (a failed step changes",
+                 "    # nothing); one C call, so a Ctrl-C cannot split it"]
+        targets, values = [], []
+        for state, node in updates.items():
+            value = self._var[id(node)]
+            if _reads_state(node, memory):
+                lines.append(f"    {value}_old = {value}.copy()  # the old value of a state, for {_text(state)}")
+                value = f"{value}_old"
+            targets.append(f"s{self._state_index[state]}")
+            values.append(value)
+        targets, values = _tuple(targets), _tuple(values)
+        return lines + ["    if commit is None:",
+                        f"        _commit(map(_setitem, {targets}, _ALL, {values}))",
+                        "    else:",
+                        f"        commit({targets}, {values})"]
 
     def _return(self) -> str:
-        """The outputs, as a tuple of arrays the caller may keep."""
+        """The outputs, as a tuple of arrays the caller may keep (after the commit: an output that is a
+        state shows it after the step, as the eager tensor would)."""
         memory = self.graph.memory
         outs = []
         for n in self.graph.outputs:
             v = self._var[id(n)]
+            if id(n) in self._numbers:
+                outs.append(f"xp.asarray({v}, dtype={n.dtype.array_dtype.name!r})")  # a Python number
+                continue
             if memory is None or n.name in memory.copy_outputs:
                 v = f"{v}.copy()"  # its memory is reused or owned elsewhere (a view, a state)
             if not n.shape:
                 v = f"xp.asarray({v})"  # NumPy gives scalars for 0-d results; outputs are arrays
             outs.append(v)
-        return f"    return ({outs[0]},)" if len(outs) == 1 else f"    return ({', '.join(outs)})"
+        return f"    return {_tuple(outs)}"
 
     def _view(self, slot: int, node: Node) -> str:
         """The name of slot ``slot``'s raw memory viewed with ``node``'s shape and dtype."""
@@ -205,7 +253,7 @@ class Plan:
                 return code
         return self._ufunc_or_forward(str(i), n.op, n.attrs, args, out)
 
-    def _fused_lines(self, name: str, n: Node, args: list[str], out: str | None, scratch: str | None) -> list[str]:
+    def _fused_lines(self, name: str, n: Node, args: list[str], out: str | None) -> list[str]:
         """Inline a fused kernel: its steps one after the other, in place in one buffer."""
         program = n.attrs["program"]
         lines = [f"    # fused kernel: {_text(' > '.join(step['op'] for step in program))}"]
@@ -214,7 +262,7 @@ class Plan:
             op = OPS[step["op"]]
             step_inputs = step_args(step, args, prev, literal=self._literal)
             last = index == len(program) - 1
-            target = out if (last or scratch is None) else scratch
+            target = out
             if target is None and prev is not None:
                 target = prev  # no buffer planned: every later step writes over the array step 0 made
             result = name if last else f"{name}_t"
@@ -234,7 +282,7 @@ class Plan:
 _NAMES = [
     (r"v_in\d+", "v_in0, v_in1...  the arrays passed to this call (inputs[k])"),
     (r"s\d+", "s0, s1...        the state arrays (parameters, buffers, optimizer slots, train step) from\n"
-              "                 states[k]; the call updates them in place"),
+              "                 states[k]; only the commit at the end writes them"),
     (r"c\d+", "c0, c1...        constants: values fixed when compiling (folded, or eager tensors the build read)"),
     (r"lit\d+", "lit0...          numbers Python source cannot spell (inf, nan)"),
     (r"b\d+_\d+", "b2_5...          buffer 2 of the memory plan seen with one shape and dtype: allocated once,\n"
@@ -282,6 +330,41 @@ class OutName(str):
         """A name for this buffer seen with ``shape``, made once now; None for a state's array, which
         arrives only with each call."""
         return self.plan.reshaped(self, shape) if self in self.plan.namespace else None
+
+
+#: The commit's machinery, all C: deque(maxlen=0).extend drains the map of setitem calls without running
+#: any Python bytecode, so no Python signal handler (KeyboardInterrupt) can run between two copies.
+_COMMIT = collections.deque(maxlen=0).extend
+_ALL = itertools.repeat(Ellipsis)
+
+
+def commit(targets: tuple, values: tuple) -> None:
+    """What a plan's commit does: ``target[...] = value`` for each pair, in one C call."""
+    _COMMIT(map(operator.setitem, targets, _ALL, values))
+
+
+def _tuple(items: list[str]) -> str:
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _reads_state(node: Node, memory: Any) -> bool:
+    """Is ``node`` a state, or a view of one (an op that returns its first input's memory)?"""
+    while node.kind == OP and node.op.may_alias_input and node.input_nodes:
+        if memory is not None and node.name in memory.buffer_of:
+            return False  # it was given a buffer of its own
+        node = node.inputs[0]
+    return node.kind == STATE
+
+
+def _number_nodes(graph: Graph) -> set[int]:
+    """ids of the values that are Python numbers at run time: the call's number inputs, and the results of
+    ops whose only node inputs are such numbers (``scale * 2`` in build)."""
+    numbers = {id(n) for n in graph.inputs if n.attrs.get("number")}
+    if numbers:
+        for n in graph.nodes:
+            if n.kind == OP and not n.shape and n.input_nodes and all(id(x) in numbers for x in n.input_nodes):
+                numbers.add(id(n))
+    return numbers
 
 
 def _graph_device(graph: Graph) -> backend.Device:

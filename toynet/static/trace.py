@@ -15,6 +15,11 @@ every op to :meth:`Tracer.apply` instead of computing it. The tracer
 Python control flow runs once, at trace time: ``if`` and ``for`` over *shapes* are fine, but code that
 needs a tensor's *values* (``.item()``, ``if loss > 0:``) cannot be traced and says why.
 
+A Python number the graph takes as an input (see :mod:`toynet.static.arguments`) is a 0-d lazy tensor
+in ``build`` that stays *weak*, as the number is in Eager mode: its shape rules see a Python number
+(``float32 * 0.5`` is float32, not float64), the plan is handed the number itself, and ops on such
+numbers alone give numbers again.
+
 :func:`trace_step` traces one whole step with a Tracer: the call's inputs, ``build`` (forward, and the
 backward ops ``loss.backward()`` appends), its outputs, then the optimizer's updates, which the caller
 records through :meth:`Tracer.update` and :meth:`Tracer.scope`. ``nn.Graph`` calls it, then optimises
@@ -24,38 +29,19 @@ the traced graph (toynet.static.passes) and compiles it into a plan (toynet.stat
 from __future__ import annotations
 
 import contextlib
-import linecache
-import os
-import sys
 from typing import Any, Callable, Iterator
 
 from .. import autograd, backend, mode
 from ..autograd import GradFn
 from ..ops import OPS, ShapeError
 from ..tensor import Tensor
-from .arguments import flatten, unflatten
+from .arguments import flatten, graph_inputs, unflatten
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
+from .source import user_source
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def user_source(max_frames: int = 1) -> str:
-    """Where the user's code called into toynet: ``file.py:12 in forward: y = self.fc(x)``.
-
-    Frames inside the toynet package are skipped, so the location is the user's line, not ours.
-    """
-    frame = sys._getframe(1)
-    found = []
-    while frame is not None and len(found) < max_frames:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep) and not filename.startswith("<frozen"):
-            line = linecache.getline(filename, frame.f_lineno).strip()
-            # A notebook cell's code lives in a temporary file named by a hash: call it what it is.
-            where = "cell" if "ipykernel_" in filename else os.path.basename(filename)
-            found.append(f"{where}:{frame.f_lineno} in {frame.f_code.co_name}: {line}")
-        frame = frame.f_back
-    return " <- ".join(found)
-
+#: How to make a number argument a constant of the plan (said wherever build() needs its value).
+STATIC_HINT = ("Declare that argument static, e.g. self.config.set_static_arguments('name') in the graph's "
+               "__init__: each value then compiles a plan of its own.")
 
 class StateInfo:
     """An eager tensor the graph reads and may update: its name in ``graph.state_dict()`` and its kind."""
@@ -99,6 +85,9 @@ class Tracer:
         self._state_name: dict[int, str] = {}        # id(eager state tensor) -> its state name
         self._node_of_fn: dict[int, Node] = {}   # id(GradFn) -> the forward node it differentiates
         self._grad_of: Node | None = None         # while backward runs: the node whose vjp is emitting
+        #: id(node) -> a Python number of its kind, for the values that are Python numbers when the plan
+        #: runs (the call's number inputs and what ops make of them alone): shape rules see that number.
+        self._numbers: dict[int, Any] = {}
 
     # ------------------------------------------------------------------------------ nodes
 
@@ -133,6 +122,16 @@ class Tracer:
         self._check_device(value.device, f"input {name}")
         node = self.graph.add(Node(name, INPUT, value.shape, value.dtype, value.device))
         self.graph.inputs.append(node)
+        self._notify(node)
+        return Tensor.lazy(node)
+
+    def add_number(self, name: str, value: int | float) -> Tensor:
+        """A graph input that is a Python number on every call (an ``int`` or ``float`` argument)."""
+        kind = "float" if isinstance(value, float) else "int"
+        dtype = backend.float64 if kind == "float" else backend.int64
+        node = self.graph.add(Node(name, INPUT, (), dtype, self.device or backend.CPU, attrs={"number": kind}))
+        self.graph.inputs.append(node)
+        self._numbers[id(node)] = 1.0 if kind == "float" else 1
         self._notify(node)
         return Tensor.lazy(node)
 
@@ -204,8 +203,9 @@ class Tracer:
             scope, source = self._grad_of.scope, f"grad of {self._grad_of.name}"
         else:
             scope, source = self.current_scope, (self._sources[-1] if self._sources else None) or user_source()
+        infer_args, weak = (self._weak_args(op, args, attrs, source) if self._numbers else (args, False))
         try:
-            shape, dtype = op.infer(*args, **attrs)
+            shape, dtype = op.infer(*infer_args, **attrs)
         except ShapeError as error:
             raise ShapeError(f"{error}\n  while tracing nn.Graph {self.graph.name}, at {source}") from None
         device = attrs["device"] if op.changes_device else (self.device or backend.CPU)
@@ -214,6 +214,8 @@ class Tracer:
         node = self.graph.add(Node(base, OP, shape, dtype, device, op=op,
                                    inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
                                    attrs=attrs, phase=self.phase, scope=scope, source=source))
+        if weak and not shape:
+            self._numbers[id(node)] = True if dtype is backend.bool_ else (1.0 if dtype.is_floating_point else 1)
         result = Tensor.lazy(node)
         if requires_grad and mode.grad_enabled:
             result.requires_grad = True
@@ -223,6 +225,20 @@ class Tracer:
             self.log_op(node)
         self._notify(node)
         return result
+
+    def _weak_args(self, op: Any, args: list, attrs: dict, source: str) -> tuple[list, bool]:
+        """The arguments the shape rule sees (a Python number for each number value), and whether every
+        tensor argument is such a number (then so is the result)."""
+        for key, value in attrs.items():
+            if isinstance(value, Tensor) and value.node is not None and id(value.node) in self._numbers:
+                raise TypeError(f"nn.Graph {self.graph.name}: {op.name}() needs its {key}= as a Python number "
+                                f"when the graph compiles, at {source}; it got a number argument of the call, "
+                                f"an input of the graph (a 0-d tensor in build(), fed on every call). {STATIC_HINT}")
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        if not any(id(a.node) in self._numbers for a in tensors):
+            return args, False
+        infer_args = [self._numbers.get(id(a.node), a) if isinstance(a, Tensor) else a for a in args]
+        return infer_args, all(id(a.node) in self._numbers for a in tensors)
 
     def full_like(self, t: Tensor, value: Any, dtype: Any) -> Tensor:
         dtype = backend.to_dtype(dtype) if dtype is not None else t.dtype
@@ -352,7 +368,7 @@ def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict
                     allow_backward=updates is not None)
     previous = mode.set_tracer(tracer)
     try:
-        args, kwargs = unflatten(spec, iter(_inputs(tracer, leaves, on_input)))
+        args, kwargs = unflatten(spec, iter(graph_inputs(tracer, leaves, spec, on_input)))
         with autograd.enable_grad():
             result = build(*args, **kwargs)
         # Each tensor of build()'s result is a graph output; the spec rebuilds the result around them.
@@ -369,24 +385,6 @@ def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict
     finally:
         mode.set_tracer(previous)
     return graph, dict(tracer.state_tensors)
-
-
-def _inputs(tracer: Tracer, leaves: list, on_input: Callable | None) -> list[Tensor]:
-    """A graph input ``_<graph>-input_<i>`` for each tensor of the call. Other values reach ``build`` as
-    they are; those that are not plain numbers, strings or None are numbered too (OneFlow warns of them)."""
-    lazy, index = [], 0
-    for value in leaves:
-        if value is None or isinstance(value, (int, float, str, bool)):
-            continue
-        name = f"_{tracer.graph.name}-input_{index}"
-        index += 1
-        if isinstance(value, Tensor):
-            if value.is_lazy:
-                raise RuntimeError("a lazy tensor was passed into an nn.Graph call; graphs cannot be nested")
-            lazy.append(tracer.add_input(name, value))
-        if on_input is not None:
-            on_input(name, value)
-    return lazy
 
 
 __all__ = ["Tracer", "StateInfo", "trace_step", "user_source", "OPS"]

@@ -8,16 +8,18 @@ that reads it), so it can do better:
   fits (of any shape and dtype: a buffer is raw bytes) takes it. The buffers are allocated once, when
   the plan is built, and every call reuses them: no allocation, no page faults, in the steady state.
 * **in place**: an elementwise op whose input dies at that op writes its result over that input.
-* **state updates in place**: a training step's new weight is written straight into the weight's own
-  array, once nothing else still needs the old value; otherwise it is copied in at the end of the call.
+* **state updates staged**: a training step's new weights, optimizer slots and step counter are written
+  into buffers of their own, never into the state arrays, and copied in together at the very end of the
+  call (``plan.commits``). A step that fails part way (an overflow error, a Ctrl-C) therefore leaves
+  every state as it was: a step is applied whole or not at all.
 
 Views (reshape, transpose, slicing) share their input's memory, so a buffer stays reserved while any
 view of it is still to be read. Outputs get fresh arrays (the caller keeps them across calls).
 
-The pass runs in five phases, each a function below: :func:`_lifetimes` (when each value is last
-read), :func:`_extend_through_views` (views keep their base alive), :func:`_states_in_place` (which
-updates overwrite their state), :func:`_assign_buffers` (the pool, in op order) and :func:`_copies`
-(what is copied at the end). The result is a :class:`MemoryPlan` attached to the graph as
+The pass runs in four phases, each a function below: :func:`_lifetimes` (when each value is last
+read), :func:`_extend_through_views` (views keep their base alive), :func:`_assign_buffers` (the pool,
+in op order; a state's new value keeps its buffer to the end) and :func:`_copies` (what is copied at
+the end). The result is a :class:`MemoryPlan` attached to the graph as
 ``graph.memory``; the compiler follows it.
 """
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir import OP, STATE, Graph, Node
+from ..ir import OP, Graph, Node
 from .report import PassReport, timed
 from .fuse import FusedElementwise, reads_of_input
 
@@ -38,8 +40,6 @@ class MemoryPlan:
 
     buffers: list[int] = field(default_factory=list)                    # slot -> size in bytes
     buffer_of: dict[str, int] = field(default_factory=dict)             # node -> pooled slot
-    scratch_of: dict[str, int] = field(default_factory=dict)            # fused node -> scratch slot
-    state_out: dict[str, str] = field(default_factory=dict)             # node -> state written in place
     commits: dict[str, str] = field(default_factory=dict)               # state -> node copied in at the end
     copy_outputs: set = field(default_factory=set)                      # outputs that alias reused memory
     last_use: dict[str, int] = field(default_factory=dict)              # node -> position of last reader
@@ -50,12 +50,12 @@ class MemoryPlan:
     def describe(self) -> str:
         lines = [f"{len(self.buffers)} buffers, {self.bytes_pooled / 1e6:.3f} MB "
                  f"(instead of {self.bytes_without_reuse / 1e6:.3f} MB without reuse); "
-                 f"{len(self.inplace)} ops in place, {len(self.state_out)} state updates in place, "
-                 f"{len(self.commits)} copied in"]
+                 f"{len(self.inplace)} ops in place, {len(self.commits)} state updates staged and copied in "
+                 "at the end"]
         for name, slot in self.buffer_of.items():
             lines.append(f"  %{name} -> buffer {slot} ({self.buffers[slot]} bytes)")
-        for name, state in self.state_out.items():
-            lines.append(f"  %{name} -> state {state} (in place)")
+        for state, name in self.commits.items():
+            lines.append(f"  %{name} -> state {state} (at the end)")
         return "\n".join(lines)
 
 
@@ -123,46 +123,6 @@ def _extend_through_views(life: _Lifetimes) -> None:
                 life.readers.setdefault(id(base), []).append(r)
 
 
-def _states_in_place(graph: Graph, life: _Lifetimes, plan: MemoryPlan) -> None:
-    """Phase 3: which state updates write straight into the state's own array (``plan.state_out``).
-
-    Only where nothing reads the old value after the update is computed, the update is the last word
-    on that state, and the op can write over its own input without reading what it already wrote.
-    """
-    states = {n.state_name: n for n in graph.nodes if n.kind == STATE}
-    # A state whose old value becomes another state's new value (``prev.copy_(cur)``, directly or
-    # through a view) is read by that copy at the end of the call, after every op: never overwrite it early.
-    read_at_end = set()
-    for state_name, u in graph.updates.items():
-        base = life.base_of.get(id(u), u)
-        if base.kind == STATE and base.state_name != state_name:
-            read_at_end.add(base.state_name)
-    for state_name, u in graph.updates.items():
-        s = states[state_name]
-        if (u is s or u.kind != OP or not writes_out(u) or id(u) in life.outputs
-                or len(life.update_targets[id(u)]) > 1 or state_name in read_at_end):
-            continue
-        if u.shape != s.shape or u.dtype != s.dtype:
-            continue
-        if any(r > life.pos[id(u)] for r in life.readers.get(id(s), [])):
-            continue  # the old value is still read after the update is computed
-        if any(isinstance(x, Node) and x is not s and life.base_of.get(id(x)) is s for x in u.inputs):
-            continue  # reads a view of the state while overwriting it
-        if s in u.inputs:
-            if u.op is FusedElementwise:
-                program = u.attrs["program"]
-                reads = reads_of_input(program, u.inputs.index(s))
-                if reads == [0]:
-                    pass                         # read before anything is written
-                elif reads == [len(program) - 1]:
-                    plan.scratch_of[u.name] = -1  # intermediates elsewhere (a slot given in phase 4)
-                else:
-                    continue
-            elif not u.op.elementwise:
-                continue                          # e.g. matmul cannot write over its own input
-        plan.state_out[u.name] = state_name
-
-
 class _Pool:
     """Raw byte buffers, each either free or holding one live value. A buffer is untyped memory: any value
     that fits can use it (viewed with its own shape and dtype), so a dying activation's memory serves the
@@ -204,18 +164,14 @@ def _in_place_input(n: Node, i: int, life: _Lifetimes, slot_of: dict[int, int]) 
 
 
 def _assign_buffers(life: _Lifetimes, plan: MemoryPlan) -> None:
-    """Phase 4: walking the ops in order, give each value that can be written into a buffer: over a dying
+    """Phase 3: walking the ops in order, give each value that can be written into a buffer: over a dying
     input where the op is elementwise, else from the pool; values read for the last time hand theirs back."""
     pool = _Pool(plan.buffers)
     slot_of: dict[int, int] = {}   # id(value) -> the slot it lives in, while it lives
     for i, n in enumerate(life.ops):
         owns_buffer = writes_out(n) and id(n) not in life.outputs
         plan.bytes_without_reuse += _nbytes(n) if owns_buffer else 0
-        if n.name in plan.state_out:
-            if plan.scratch_of.get(n.name) == -1:      # a fused update's intermediates: scratch while it runs
-                plan.scratch_of[n.name] = pool.take(_nbytes(n))
-                pool.give_back(plan.scratch_of[n.name])
-        elif owns_buffer:
+        if owns_buffer:
             over = _in_place_input(n, i, life, slot_of) if n.op.elementwise else None
             if over is not None:
                 slot = slot_of.pop(id(over))
@@ -225,22 +181,22 @@ def _assign_buffers(life: _Lifetimes, plan: MemoryPlan) -> None:
             slot_of[id(n)] = slot
             plan.buffer_of[n.name] = slot
             if id(n) in life.update_targets:
-                life.last_use[id(n)] = END  # copied into its state after the last op
+                life.last_use[id(n)] = END  # staged: copied into its state after the last op
         for x in dict.fromkeys(n.input_nodes):
             if life.last_use.get(id(x)) == i and id(x) in slot_of:
                 pool.give_back(slot_of.pop(id(x)))
 
 
 def _copies(graph: Graph, life: _Lifetimes, plan: MemoryPlan) -> None:
-    """Phase 5: what the plan copies. A state update not written in place is copied into the state's array
-    at the end of the call (``plan.commits``); an output that shares memory with something reused or owned
+    """Phase 4: what the plan copies. Every state update is copied into the state's array at the end of the
+    call (``plan.commits``), all in one go; an output that shares memory with something reused or owned
     elsewhere (a view, a state) is copied on return, since the caller keeps it across calls."""
     states = {n.state_name: n for n in graph.states}
     for state_name, u in graph.updates.items():
-        if u.name not in plan.state_out and u is not states[state_name]:
+        if u is not states[state_name]:
             plan.commits[state_name] = u.name
     for n in graph.outputs:
-        if n.kind != OP or id(n) in life.base_of or n.name in plan.state_out:
+        if n.kind != OP or id(n) in life.base_of:
             plan.copy_outputs.add(n.name)
 
 
@@ -248,14 +204,13 @@ def _run(graph: Graph, report: PassReport) -> Graph:
     plan = MemoryPlan()
     life = _lifetimes(graph)
     _extend_through_views(life)
-    _states_in_place(graph, life, plan)
     _assign_buffers(life, plan)
     _copies(graph, life, plan)
     plan.last_use = {n.name: life.last_use.get(id(n), -1) for n in life.ops}
     plan.bytes_pooled = sum(plan.buffers)
     graph.memory = plan
     report.notes.append(f"{len(plan.buffers)} buffers for {len(plan.buffer_of)} values, "
-                        f"{len(plan.inplace)} in place, {len(plan.state_out)} state updates in place")
+                        f"{len(plan.inplace)} in place, {len(plan.commits)} state updates staged")
     return graph
 
 
