@@ -208,8 +208,8 @@ def post_order(roots: Iterable[Any], inputs_of: Callable[[Any], Iterable[Any]]) 
     return order
 
 
-def _input_grad_fns(fn: GradFn) -> list[GradFn]:
-    return [x.grad_fn for x in fn.inputs or () if getattr(x, "grad_fn", None) is not None]
+def _input_grad_fns(fn: GradFn) -> list[GradFn]:  # inputs may be Python numbers, hence getattr
+    return [child for x in fn.inputs or () if (child := getattr(x, "grad_fn", None)) is not None]
 
 
 def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
