@@ -28,6 +28,7 @@ import os  # toynet
 import sys  # toynet
 
 from tqdm import tqdm  # toynet: a progress bar for the long loop
+from tqdm.contrib import DummyTqdmFile  # toynet: printed lines go above the bar
 
 import toynet as flow
 import toynet.nn as nn
@@ -50,28 +51,6 @@ def parse_args(argv=None):  # toynet: options to run the tutorial small
     parser.add_argument("--no-print-graph", action="store_true", help="skip the two print(graph) outlines")
     parser.add_argument("--seed", type=int, default=None, help="toynet.manual_seed, for repeatable runs")
     return parser.parse_args(argv)
-
-
-class PrintAboveBar:  # toynet: stdout keeps exactly the tutorial's lines; whole lines go above the bar
-    def __init__(self, bar, stream):
-        self.bar, self.stream, self.pending = bar, stream, ""
-
-    def write(self, text):
-        self.pending += text
-        if "\n" in self.pending:
-            lines, self.pending = self.pending.rsplit("\n", 1)
-            self.bar.clear()
-            self.stream.write(lines + "\n")
-            self.stream.flush()
-            self.bar.refresh()
-        return len(text)
-
-    def flush(self):
-        self.stream.flush()
-
-    def restore(self):
-        self.stream.write(self.pending)
-        return self.stream
 
 
 def progress_bar(total, epoch):  # toynet: a tqdm bar on stderr, shown only when stderr is a terminal
@@ -135,7 +114,7 @@ for t in range(EPOCH_NUM):
     print(f"Epoch {t+1}\n-------------------------------")
     size = len(train_dataloader.dataset)
     progress = progress_bar(args.max_batches or len(train_dataloader), t + 1)  # toynet
-    sys.stdout = PrintAboveBar(progress, sys.stdout)  # toynet
+    tutorial_stdout, sys.stdout = sys.stdout, DummyTqdmFile(sys.stdout)  # toynet: whole lines above the bar
     for batch, (x, y) in enumerate(train_dataloader):
         x = x.to(DEVICE)
         y = y.to(DEVICE)
@@ -148,7 +127,7 @@ for t in range(EPOCH_NUM):
         progress.update()  # toynet
         if batch + 1 == args.max_batches:  # toynet
             break
-    sys.stdout = sys.stdout.restore()  # toynet
+    sys.stdout = tutorial_stdout  # toynet
     progress.close()  # toynet
 
     # The tutorial's checkpointing: the whole training state, after each epoch.
