@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import toynet as flow
+from json_paths import paths_of  # tests/hostile/json_paths.py
 from toynet.serialization import CheckpointError
 
 
@@ -356,16 +357,6 @@ VALUES = st.recursive(
                        "ndarray", "dict", "int", "str", "\x00", "a" * 300]) | st.text(max_size=10),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=3),
     max_leaves=8)
-
-
-def paths_of(value, prefix=()):
-    yield prefix
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from paths_of(v, prefix + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from paths_of(v, prefix + (i,))
 
 
 def plain(value):

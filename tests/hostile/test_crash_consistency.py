@@ -63,6 +63,12 @@ def siblings(path):
     return sorted(os.listdir(os.path.dirname(path)))
 
 
+def empty(folder):
+    """Start the next crash of a loop from an empty folder (what the previous one left is gone)."""
+    shutil.rmtree(folder)
+    folder.mkdir()
+
+
 def in_child(action, crash_at=None):
     """Run ``action`` in a forked child; if ``crash_at`` is k, the child's k-th file-system call ends it
     (os._exit(86)) before the call happens. Return (exit code, how many file-system calls it made)."""
@@ -189,8 +195,7 @@ def test_a_save_killed_at_every_step_leaves_the_old_or_the_new_checkpoint_whole(
     assert code == 0 and total > 5
     seen = set()
     for k in range(1, total + 1):
-        shutil.rmtree(tmp_path)
-        tmp_path.mkdir()
+        empty(tmp_path)
         save_old()
         code, reached = in_child(save_new, crash_at=k)
         assert code == 86 and reached == k, (code, reached)
@@ -209,8 +214,7 @@ def test_a_load_after_a_killed_save_recovers_and_cleans_up(tmp_path, kind, swap)
     save_old()
     _, total = in_child(save_new)
     for k in range(1, total + 1):
-        shutil.rmtree(tmp_path)
-        tmp_path.mkdir()
+        empty(tmp_path)
         save_old()
         in_child(save_new, crash_at=k)
         check(path)
@@ -221,8 +225,7 @@ def test_a_first_save_killed_at_every_step_leaves_nothing_or_the_checkpoint(tmp_
     path = PATH[0] = str(tmp_path / "ckpt")
     _, total = in_child(lambda: flow.save(state(1), path))
     for k in range(1, total + 1):
-        shutil.rmtree(tmp_path)
-        tmp_path.mkdir()
+        empty(tmp_path)
         in_child(lambda: flow.save(state(1), path), crash_at=k)
         try:
             check_whole(path, (1,))
@@ -239,8 +242,7 @@ def test_an_error_at_every_step_keeps_the_old_checkpoint_and_leaves_nothing_behi
     save_old()
     _, total = in_child(save_new)
     for k in range(1, total + 1):
-        shutil.rmtree(tmp_path)
-        tmp_path.mkdir()
+        empty(tmp_path)
         save_old()
         calls = [0]
 

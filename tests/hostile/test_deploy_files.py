@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import toynet as flow
+from json_paths import paths_of  # tests/hostile/json_paths.py
 from toynet import nn
 from toynet.ops import OPS
 from toynet.serialization import CheckpointError
@@ -378,16 +379,6 @@ VALUES = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(WEIRD_TEXT, children, max_size=3)
     | children.map(lambda v: {"tuple": [v]}) | children.map(lambda v: {"dtype": v}),
     max_leaves=8)
-
-
-def paths_of(value, prefix=()):
-    yield prefix
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from paths_of(v, prefix + (k,))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from paths_of(v, prefix + (i,))
 
 
 @st.composite
