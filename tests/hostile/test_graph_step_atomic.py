@@ -175,17 +175,15 @@ CHILD = textwrap.dedent('''
     else:
         graph(x, y)
         print("ready", flush=True)
-        handled, pending = 0, True
+        handled = 0
         while handled < extra:
             try:
-                if pending:
-                    print(f"ack {handled}", flush=True)
-                    pending = False
-                graph(x, y)
+                print(f"ack {handled}", flush=True)
+                while True:  # (this loop's back edge, where Python runs signal handlers, is inside the try)
+                    graph(x, y)
             except KeyboardInterrupt:
                 results.append(snapshot())
                 handled += 1
-                pending = True
         print(f"ack {handled}", flush=True)
     np.savez(out, steps=np.array([r[0] for r in results]), values=np.stack([r[1] for r in results]),
              lrs=np.array([r[2] for r in results]), epochs=np.array([r[3] for r in results]))
