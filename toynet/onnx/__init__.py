@@ -1,0 +1,7 @@
+"""ONNX both ways: :func:`export` an inference graph, :func:`load` an ONNX model as a toynet graph.
+
+``onnx`` (and ``onnxruntime`` for :func:`convert_to_onnx_and_check`) are an optional extra,
+``pip install 'toynet[onnx]'``, imported only when these functions run.
+"""
+
+from .export import export  # noqa: F401

@@ -1,0 +1,233 @@
+"""How each toynet op is written as ONNX nodes: one small function per op, in :data:`CONVERTERS`.
+
+A converter gets the :class:`Writer` (which names values, adds initializers and nodes) and the toynet
+node, and returns the name of the ONNX value that holds the node's result. Most ops are one ONNX node;
+a few need two (``rsqrt`` is ``Reciprocal(Sqrt(x))``, ``ne`` is ``Not(Equal(a, b))``).
+
+The opset decides a few spellings: from opset 13 ``ReduceSum`` takes its axes as an input, from 18 the
+other reductions do too. The oldest opset written is 13, where ``Softmax`` normalises along one axis
+(before, it flattened the trailing axes) and ``Clip`` takes ``min``/``max`` as inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .. import backend
+from ..static.ir import Node
+
+# The same op, the same ONNX name, the same inputs, no attributes.
+_DIRECT = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "neg": "Neg", "pow": "Pow",
+           "relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
+           "abs": "Abs", "sign": "Sign", "maximum": "Max", "minimum": "Min", "where": "Where",
+           "matmul": "MatMul", "eq": "Equal", "gt": "Greater", "ge": "GreaterOrEqual", "lt": "Less",
+           "le": "LessOrEqual", "logical_and": "And", "logical_or": "Or", "logical_not": "Not",
+           "identity": "Identity", "to_device": "Identity"}
+
+
+class Writer:
+    """What converters write into: ``value(x)`` gives an ONNX name for a node or a literal number,
+    ``constant(array)`` adds an initializer, ``node(op_type, inputs, **attrs)`` adds an ONNX node (named
+    after the toynet node being converted, with its source line as doc string)."""
+
+    def __init__(self, helper: Any, numpy_helper: Any, opset: int, dynamic_batch: bool = False):
+        self.helper, self.numpy_helper, self.opset = helper, numpy_helper, opset
+        self.dynamic_batch = dynamic_batch
+        self.nodes: list = []
+        self.initializers: list = []
+        self.names: dict[int, str] = {}
+        self.current: Node | None = None
+        self._count = 0
+
+    def fresh(self, base: str) -> str:
+        self._count += 1
+        return f"{base}:{self._count}"
+
+    def constant(self, array: Any, base: str = "const") -> str:
+        name = self.fresh(base)
+        self.initializers.append(self.numpy_helper.from_array(backend.host.asarray(array), name))
+        return name
+
+    def ints(self, values: Any) -> str:
+        return self.constant(backend.host.asarray(list(values), dtype=backend.host.int64), "ints")
+
+    def value(self, x: Any, like: Node | None = None) -> str:
+        """The ONNX name of input ``x``: a node's name, or a new scalar initializer for a literal number
+        (of ``like``'s dtype: ONNX does not promote types as NumPy does)."""
+        if isinstance(x, Node):
+            return self.names[id(x)]
+        dtype = (like or self.current).dtype.array_dtype
+        return self.constant(backend.host.asarray(x, dtype=dtype), "literal")
+
+    def node(self, op_type: str, inputs: list[str], output: str | None = None, **attrs: Any) -> str:
+        here = self.current
+        output = output or self.fresh(here.name)
+        self.nodes.append(self.helper.make_node(op_type, inputs, [output], name=self.fresh(here.name),
+                                                doc_string=here.source, **attrs))
+        return output
+
+
+def _tensor_like(node: Node) -> Node | None:
+    """The first input that is a node: literal numbers take its dtype."""
+    return next((x for x in node.inputs if isinstance(x, Node)), None)
+
+
+def _direct(op_type: str) -> Callable:
+    def convert(w: Writer, n: Node) -> str:
+        like = _tensor_like(n)
+        return w.node(op_type, [w.value(x, like) for x in n.inputs])
+    return convert
+
+
+def _pairs(value: Any) -> list[int]:
+    return [value, value] if isinstance(value, int) else list(value)
+
+
+def _linear(w: Writer, n: Node) -> str:
+    x, weight, bias = (list(n.inputs) + [None])[:3]
+    if len(x.shape) == 2:  # (N, in) @ W^T + b is exactly what Gemm computes
+        inputs = [w.value(x), w.value(weight)] + ([w.value(bias)] if bias is not None else [])
+        return w.node("Gemm", inputs, transB=1)
+    product = w.node("MatMul", [w.value(x), w.node("Transpose", [w.value(weight)], perm=[1, 0])])
+    return product if bias is None else w.node("Add", [product, w.value(bias)])
+
+
+def _conv2d(w: Writer, n: Node) -> str:
+    a = n.attrs
+    pad = _pairs(a.get("padding", 0))
+    return w.node("Conv", [w.value(x) for x in n.inputs if x is not None],
+                  strides=_pairs(a.get("stride", 1)), pads=pad + pad, dilations=_pairs(a.get("dilation", 1)),
+                  group=a.get("groups", 1), kernel_shape=list(n.inputs[1].shape[2:]))
+
+
+def _batch_norm(w: Writer, n: Node) -> str:
+    if n.attrs.get("training", True):
+        raise ValueError("batch_norm in training mode has no ONNX inference form: call model.eval() before "
+                         "tracing the graph you export")
+    x, mean, var, weight, bias = (list(n.inputs) + [None, None])[:5]
+    channels = x.shape[1]
+    dtype = x.dtype.array_dtype
+    scale = w.value(weight) if weight is not None else w.constant(backend.host.ones(channels, dtype=dtype))
+    shift = w.value(bias) if bias is not None else w.constant(backend.host.zeros(channels, dtype=dtype))
+    return w.node("BatchNormalization", [w.value(x), scale, shift, w.value(mean), w.value(var)],
+                  epsilon=float(n.attrs.get("eps", 1e-5)))
+
+
+def _clip(low: Any, high: Any) -> Callable:
+    def convert(w: Writer, n: Node) -> str:
+        lo = n.attrs.get("min") if low == "attr" else low
+        hi = n.attrs.get("max") if high == "attr" else high
+        x = n.inputs[0]
+        bounds = [w.value(lo, x) if lo is not None else "", w.value(hi, x) if hi is not None else ""]
+        while bounds and bounds[-1] == "":
+            bounds.pop()
+        return w.node("Clip", [w.value(x)] + bounds)
+    return convert
+
+
+def _pool_attrs(n: Node, dilation: bool) -> dict:
+    a = n.attrs
+    pad = _pairs(a.get("padding", 0))
+    kernel = _pairs(a["kernel_size"])
+    attrs = dict(kernel_shape=kernel, strides=_pairs(a.get("stride") or kernel), pads=pad + pad,
+                 ceil_mode=int(bool(a.get("ceil_mode", False))))
+    if dilation:
+        attrs["dilations"] = _pairs(a.get("dilation", 1))
+    return attrs
+
+
+def _max_pool2d(w: Writer, n: Node) -> str:
+    return w.node("MaxPool", [w.value(n.inputs[0])], **_pool_attrs(n, dilation=True))
+
+
+def _avg_pool2d(w: Writer, n: Node) -> str:
+    if n.attrs.get("divisor_override") is not None:
+        raise ValueError("avg_pool2d with divisor_override has no ONNX AveragePool form")
+    return w.node("AveragePool", [w.value(n.inputs[0])], **_pool_attrs(n, dilation=False),
+                  count_include_pad=int(n.attrs.get("count_include_pad", True)))
+
+
+def _adaptive_avg_pool2d(w: Writer, n: Node) -> str:
+    x = n.inputs[0]
+    out_hw, in_hw = _pairs(n.attrs.get("output_size", 1)), list(x.shape[2:])
+    if out_hw == [1, 1]:
+        return w.node("GlobalAveragePool", [w.value(x)])
+    if any(i % o for i, o in zip(in_hw, out_hw)):
+        raise ValueError(f"adaptive_avg_pool2d from {in_hw} to {out_hw} has uneven windows, which ONNX's "
+                         "AveragePool cannot express: choose an output size that divides the input size")
+    kernel = [i // o for i, o in zip(in_hw, out_hw)]
+    return w.node("AveragePool", [w.value(x)], kernel_shape=kernel, strides=kernel)
+
+
+def _reshape(w: Writer, n: Node) -> str:
+    shape = list(n.shape)
+    if w.dynamic_batch and shape and n.inputs[0].shape[:1] == n.shape[:1]:
+        shape[0] = 0  # ONNX: "0 copies the input's dimension", so the batch size can vary
+    return w.node("Reshape", [w.value(n.inputs[0]), w.ints(shape)])
+
+
+def _permute(w: Writer, n: Node) -> str:
+    rank = len(n.shape)
+    return w.node("Transpose", [w.value(n.inputs[0])], perm=[d % rank for d in n.attrs["dims"]])
+
+
+def _broadcast_to(w: Writer, n: Node) -> str:
+    return w.node("Expand", [w.value(n.inputs[0]), w.ints(n.shape)])
+
+
+def _cat(w: Writer, n: Node) -> str:
+    return w.node("Concat", [w.value(x) for x in n.inputs], axis=n.attrs.get("dim", 0))
+
+
+def _axis_op(op_type: str) -> Callable:
+    def convert(w: Writer, n: Node) -> str:
+        return w.node(op_type, [w.value(n.inputs[0])], axis=n.attrs.get("dim", -1))
+    return convert
+
+
+def _axes(n: Node) -> list[int]:
+    dim = n.attrs.get("dim", ())
+    rank = len(n.inputs[0].shape)
+    if dim is None or dim == ():
+        return list(range(rank))
+    return [d % rank for d in ((dim,) if isinstance(dim, int) else dim)]
+
+
+def _reduce(op_type: str) -> Callable:
+    def convert(w: Writer, n: Node) -> str:
+        keep = int(bool(n.attrs.get("keepdim", False)))
+        axes_as_input = w.opset >= (13 if op_type == "ReduceSum" else 18)
+        if axes_as_input:
+            return w.node(op_type, [w.value(n.inputs[0]), w.ints(_axes(n))], keepdims=keep)
+        return w.node(op_type, [w.value(n.inputs[0])], axes=_axes(n), keepdims=keep)
+    return convert
+
+
+def _argmax(w: Writer, n: Node) -> str:
+    return w.node("ArgMax", [w.value(n.inputs[0])], axis=n.attrs.get("dim", 0),
+                  keepdims=int(bool(n.attrs.get("keepdim", False))))
+
+
+def _cast(w: Writer, n: Node) -> str:
+    return w.node("Cast", [w.value(n.inputs[0])], to=w.helper.np_dtype_to_tensor_dtype(n.dtype.array_dtype))
+
+
+def _rsqrt(w: Writer, n: Node) -> str:
+    return w.node("Reciprocal", [w.node("Sqrt", [w.value(n.inputs[0])])])
+
+
+def _ne(w: Writer, n: Node) -> str:
+    like = _tensor_like(n)
+    return w.node("Not", [w.node("Equal", [w.value(x, like) for x in n.inputs])])
+
+
+CONVERTERS: dict[str, Callable[[Writer, Node], str]] = {
+    **{name: _direct(op_type) for name, op_type in _DIRECT.items()},
+    "linear": _linear, "conv2d": _conv2d, "batch_norm": _batch_norm,
+    "relu6": _clip(0.0, 6.0), "clamp": _clip("attr", "attr"),
+    "max_pool2d": _max_pool2d, "avg_pool2d": _avg_pool2d, "adaptive_avg_pool2d": _adaptive_avg_pool2d,
+    "reshape": _reshape, "permute": _permute, "broadcast_to": _broadcast_to, "cat": _cat,
+    "softmax": _axis_op("Softmax"), "log_softmax": _axis_op("LogSoftmax"),
+    "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "amax": _reduce("ReduceMax"),
+    "argmax": _argmax, "cast": _cast, "rsqrt": _rsqrt, "ne": _ne,
+}
