@@ -5,3 +5,4 @@
 """
 
 from .export import export  # noqa: F401
+from .load import OnnxGraph, load  # noqa: F401

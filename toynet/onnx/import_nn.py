@@ -1,0 +1,116 @@
+"""The neural-network ONNX ops as toynet ops: Gemm, Conv, BatchNormalization, pooling.
+
+Separate from :mod:`toynet.onnx.import_ops` (elementwise, shapes, reductions) because these read the
+most attributes: padding, strides, dilations, groups. toynet's convolution and pooling are 2-d with the
+same padding on both sides of an axis; other ONNX settings (3-d, asymmetric pads) are refused by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .import_ops import IMPORTERS, importer, refuse
+
+
+@importer("Gemm")
+def _gemm(b, args, attrs):
+    a, w = args[0], args[1]
+    c = args[2] if len(args) > 2 else None
+    plain = attrs.get("alpha", 1.0) == 1.0 and attrs.get("beta", 1.0) == 1.0 and not attrs.get("transA", 0)
+    if plain and attrs.get("transB", 0) and (c is None or c.shape == (w.shape[0],)):
+        return b.op("linear", a, w, *([c] if c is not None else []))  # x @ W^T + b: toynet's nn.Linear
+    if attrs.get("transA", 0):
+        a = b.op("permute", a, dims=(1, 0))
+    if attrs.get("transB", 0):
+        w = b.op("permute", w, dims=(1, 0))
+    result = b.op("matmul", a, w)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    if alpha != 1.0:
+        result = b.op("mul", result, alpha)
+    if c is not None:
+        result = b.op("add", result, c if beta == 1.0 else b.op("mul", c, beta))
+    return result
+
+
+def _padding(b: Any, attrs: dict, x: Any, kernel: tuple, strides: tuple, dilations: tuple) -> tuple:
+    """Symmetric (top, left) padding from ONNX's ``pads`` or ``auto_pad``."""
+    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
+            out = -(-size // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+            pads.append((total // 2, total - total // 2) if auto == "SAME_UPPER" else (total - total // 2, total // 2))
+        begin, end = [p[0] for p in pads], [p[1] for p in pads]
+    elif auto == "VALID":
+        begin = end = [0, 0]
+    else:
+        pads = list(attrs.get("pads", [0] * 4))
+        begin, end = pads[:2], pads[2:]
+    if begin != end:
+        raise NotImplementedError(f"{b.where()}: padding {begin} before and {end} after differ; toynet pads "
+                                  "both sides of an axis alike")
+    return tuple(int(p) for p in begin)
+
+
+def _spatial(b: Any, x: Any) -> None:
+    if len(x.shape) != 4:
+        raise NotImplementedError(f"{b.where()}: toynet's convolution and pooling are 2-d (N, C, H, W); got an "
+                                  f"input of shape {list(x.shape)}")
+
+
+@importer("Conv")
+def _conv(b, args, attrs):
+    x, w = args[0], args[1]
+    _spatial(b, x)
+    kernel = tuple(attrs.get("kernel_shape", w.shape[2:]))
+    strides = tuple(attrs.get("strides", (1, 1)))
+    dilations = tuple(attrs.get("dilations", (1, 1)))
+    padding = _padding(b, attrs, x, kernel, strides, dilations)
+    inputs = [x, w] + ([args[2]] if len(args) > 2 and args[2] is not None else [])
+    return b.op("conv2d", *inputs, stride=strides, padding=padding, dilation=dilations,
+                groups=int(attrs.get("group", 1)))
+
+
+@importer("BatchNormalization")
+def _batch_norm(b, args, attrs):
+    refuse(b, attrs, training_mode=lambda v: v == 0)
+    x, scale, bias, mean, var = args[:5]
+    return b.op("batch_norm", x, mean, var, scale, bias, eps=float(attrs.get("epsilon", 1e-5)), training=False)
+
+
+def _pool_settings(b, x, attrs) -> tuple[dict, tuple]:
+    _spatial(b, x)
+    kernel = tuple(int(k) for k in attrs["kernel_shape"])
+    strides = tuple(int(s) for s in attrs.get("strides", (1, 1)))
+    dilations = tuple(int(d) for d in attrs.get("dilations", (1, 1)))
+    return dict(kernel_size=kernel, stride=strides, padding=_padding(b, attrs, x, kernel, strides, dilations),
+                ceil_mode=bool(attrs.get("ceil_mode", 0))), dilations
+
+
+@importer("MaxPool")
+def _max_pool(b, args, attrs):
+    refuse(b, attrs, storage_order=lambda v: v == 0)
+    if len(b.onnx_node.output) > 1 and b.onnx_node.output[1]:
+        raise NotImplementedError(f"{b.where()}: MaxPool's Indices output is not supported")
+    settings, dilations = _pool_settings(b, args[0], attrs)
+    return b.op("max_pool2d", args[0], dilation=dilations, **settings)
+
+
+@importer("AveragePool")
+def _avg_pool(b, args, attrs):
+    settings, dilations = _pool_settings(b, args[0], attrs)
+    if dilations != (1, 1):
+        raise NotImplementedError(f"{b.where()}: dilated average pooling is not supported")
+    return b.op("avg_pool2d", args[0], count_include_pad=bool(attrs.get("count_include_pad", 0)), **settings)
+
+
+@importer("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(b, args, attrs):
+    x = args[0]
+    axes = tuple(range(2, len(x.shape)))
+    return b.op("mean" if b.onnx_node.op_type == "GlobalAveragePool" else "amax", x, dim=axes, keepdim=True)
+
+
+__all__ = ["IMPORTERS"]

@@ -1,0 +1,237 @@
+"""``flow.onnx.load(path)``: an ONNX model becomes a toynet inference graph.
+
+The importer does not build a graph of its own kind: it writes the same description that
+``flow.save(graph, dir)`` writes (:func:`toynet.static.serialize.encode_graph`'s nodes and arrays) and
+hands it to the loader of deployed graphs. So an ONNX file goes through the checks every saved graph
+goes through (:mod:`toynet.static.validate`: known ops, allowed attributes, every shape what its op's
+shape rule says, bounded sizes) before anything runs, and the result is a :class:`OnnxGraph`: a
+deployed graph you call with tensors, print, draw with ``flow.viz.draw`` and run the passes on.
+
+The file is read by protobuf as data (``onnx.load``): nothing in it is executed. Each ONNX node becomes
+one or a few toynet ops (:mod:`toynet.onnx.import_ops`); a model with ops that have no mapping fails
+before anything is built, with all of them listed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from .. import backend, serialization
+from ..ops import OPS
+from ..static.arguments import TENSOR
+from ..static.serialize import DeployedGraph, decode_graph, encode_value, printable
+from ..static.validate import MAX_SOURCE
+from .export import require_onnx
+from .import_nn import IMPORTERS
+from .import_ops import to_toynet_dtype
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+class Value:
+    """A value while importing: the toynet node's name, shape and dtype (what a shape rule reads), and
+    its contents when they are known before the graph runs (initializers, Constant nodes)."""
+
+    __slots__ = ("name", "shape", "dtype", "known")
+
+    def __init__(self, name: str, shape: tuple, dtype: backend.DType, known: Any = None):
+        self.name, self.shape, self.dtype, self.known = name, tuple(shape), dtype, known
+
+
+class Builder:
+    """Collects the toynet description (``encode_graph``'s format) of one ONNX graph."""
+
+    def __init__(self, name: str, onnx: Any):
+        self.name, self.onnx = name, onnx
+        self.entries: list[dict] = []
+        self.arrays: dict[str, Any] = {}
+        self.values: dict[str, Value] = {}
+        self._used: set[str] = set()
+        self.onnx_node: Any = None   # the ONNX node being imported: names ops and errors
+
+    def unique(self, base: str) -> str:
+        base = _UNSAFE.sub("_", base)[:180] or "v"
+        name, k = base, 1
+        while name in self._used:
+            name, k = f"{base}_{k}", k + 1
+        self._used.add(name)
+        return name
+
+    def _entry(self, name: str, kind: str, shape: tuple, dtype: backend.DType, **extra: Any) -> dict:
+        node = self.onnx_node
+        source = f"{node.op_type} {node.name}".strip() if node is not None else ""
+        entry = {"name": name, "kind": kind, "shape": list(shape), "dtype": dtype.name, "phase": "forward",
+                 "scope": "", "source": printable(source)[:MAX_SOURCE], **extra}
+        self.entries.append(entry)
+        return entry
+
+    def input(self, onnx_name: str, shape: tuple, dtype: backend.DType) -> Value:
+        value = Value(self.unique(onnx_name), shape, dtype)
+        self._entry(value.name, "input", shape, dtype)
+        return value
+
+    def state(self, onnx_name: str, array: Any) -> Value:
+        """An initializer: a parameter of the imported graph, named as in the file."""
+        dtype = to_toynet_dtype(array.dtype, onnx_name)
+        value = Value(self.unique(onnx_name), array.shape, dtype, known=array)
+        key = f"s{len(self.arrays)}"
+        self.arrays[key] = array
+        self._entry(value.name, "state", array.shape, dtype, state_name=value.name, state_kind="parameter",
+                    array=key)
+        return value
+
+    def constant(self, array: Any, base: str = "constant") -> Value:
+        array = backend.host.asarray(array)
+        dtype = to_toynet_dtype(array.dtype, base)
+        value = Value(self.unique(base), array.shape, dtype, known=array)
+        key = f"c{len(self.arrays)}"
+        self.arrays[key] = array
+        self._entry(value.name, "constant", array.shape, dtype, array=key)
+        return value
+
+    def op(self, op_name: str, *inputs: Any, **attrs: Any) -> Value:
+        """Add toynet op ``op_name`` on ``inputs`` (values or literal numbers); its shape and dtype come
+        from the op's own shape rule, as loading will check."""
+        op = OPS[op_name]
+        try:
+            shape, dtype = op.infer(*inputs, **attrs)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{self.where()}: {error}") from None
+        base = f"{self.onnx_node.name or self.onnx_node.op_type}-{op_name}" if self.onnx_node else op_name
+        value = Value(self.unique(base), shape, dtype)
+        self._entry(value.name, "op", shape, dtype, op=op_name,
+                    inputs=[{"node": x.name} if isinstance(x, Value) else {"literal": encode_value(x)}
+                            for x in inputs],
+                    attrs={k: encode_value(v) for k, v in attrs.items()})
+        return value
+
+    def where(self) -> str:
+        node = self.onnx_node
+        return f"ONNX node {node.name!r} ({node.op_type})" if node is not None else f"ONNX graph {self.name!r}"
+
+    def known(self, value: Any, what: str) -> Any:
+        """The contents of ``value``, which must be known before the graph runs (a shape, axes, bounds)."""
+        if value is None or value.known is None:
+            raise ValueError(f"{self.where()}: its {what} must be a constant or an initializer, because toynet "
+                             "graphs have static shapes; got a value computed while the graph runs")
+        return value.known
+
+
+def unsupported_ops(model: Any) -> list[str]:
+    """The op types of ``model``'s graph that have no importer, each once, sorted."""
+    return sorted({n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")
+                   or n.op_type not in IMPORTERS})
+
+
+def build(model: Any, known_inputs: dict[str, Any] | None = None,
+          input_shapes: dict[str, tuple] | None = None) -> tuple[dict, dict]:
+    """``(structure, arrays)`` of ``model``: the description ``flow.load`` reads for a deployed graph.
+
+    ``known_inputs`` (ONNX name -> array) turns graph inputs into constants (the backend test runner
+    uses it for inputs that are really shapes or axes); ``input_shapes`` fixes dimensions the file leaves
+    symbolic (``{"input": (1, 3, 224, 224)}``)."""
+    onnx = require_onnx()
+    missing = unsupported_ops(model)
+    if missing:
+        raise NotImplementedError(f"toynet cannot import ONNX op(s) {', '.join(missing)}; it imports: "
+                                  f"{', '.join(sorted(IMPORTERS))}")
+    graph = model.graph
+    b = Builder(_UNSAFE.sub("_", graph.name or "onnx_model")[:100], onnx)
+    known_inputs, input_shapes = known_inputs or {}, input_shapes or {}
+    for init in graph.initializer:
+        b.values[init.name] = b.state(init.name, onnx.numpy_helper.to_array(init))
+    inputs = []
+    for info in graph.input:
+        if info.name in b.values:  # older exporters list initializers among the inputs too
+            continue
+        if info.name in known_inputs:
+            b.values[info.name] = b.constant(known_inputs[info.name], info.name)
+            continue
+        shape, dtype = _input_type(onnx, info, input_shapes.get(info.name))
+        b.values[info.name] = value = b.input(info.name, shape, dtype)
+        inputs.append(value.name)
+    for node in graph.node:
+        b.onnx_node = node
+        args = [b.values[name] if name else None for name in node.input]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        results = IMPORTERS[node.op_type](b, args, attrs)
+        results = results if isinstance(results, (list, tuple)) else [results]
+        for name, value in zip(node.output, results):
+            if name:
+                b.values[name] = value
+    b.onnx_node = None
+    outputs = []
+    for info in graph.output:
+        value = b.values[info.name]
+        if value.name in outputs or value.name in inputs or value.known is not None:
+            value = b.op("identity", value)  # each output its own node, computed by the graph
+        outputs.append(value.name)
+    spec = TENSOR if len(outputs) == 1 else ("tuple", tuple(TENSOR for _ in outputs))
+    structure = {"name": b.name, "nodes": b.entries, "inputs": inputs, "outputs": outputs,
+                 "output_structure": encode_value(spec)}
+    return structure, b.arrays
+
+
+def _input_type(onnx: Any, info: Any, given: Any) -> tuple[tuple, backend.DType]:
+    tensor_type = info.type.tensor_type
+    elem = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
+    dtype = to_toynet_dtype(elem, f"graph input {info.name!r}")
+    if given is not None:
+        return tuple(int(d) for d in given), dtype
+    dims = tensor_type.shape.dim
+    if any(not d.HasField("dim_value") for d in dims):
+        named = [d.dim_param or "?" if not d.HasField("dim_value") else d.dim_value for d in dims]
+        raise ValueError(f"graph input {info.name!r} has shape {named} with symbolic dimensions; toynet graphs "
+                         f"have static shapes: pass input_shapes={{{info.name!r}: (...)}} to flow.onnx.load")
+    return tuple(d.dim_value for d in dims), dtype
+
+
+class OnnxGraph(DeployedGraph):
+    """An ONNX model imported into toynet: call it with tensors (one per ONNX graph input, in order)."""
+
+    @property
+    def ir(self):  # a property, as nn.Graph's: flow.viz.draw(graph) draws the optimised graph
+        return self.__dict__["_ir"]
+
+    @ir.setter
+    def ir(self, graph):
+        self.__dict__["_ir"] = graph
+
+    def __repr__(self) -> str:
+        lines = [f"(ONNX GRAPH:{self.name}:OnnxGraph){{"]
+        for n in self.traced.inputs:
+            lines.append(f"  (INPUT:{n.name}:tensor(..., size={list(n.shape)}, dtype=toynet.{n.dtype.name}))")
+        for n in self.traced.states:
+            lines.append(f"  (PARAMETER:{n.state_name}:tensor(..., size={list(n.shape)}, "
+                         f"dtype=toynet.{n.dtype.name}))")
+        for n in self.ir.op_nodes:
+            args = ", ".join(x.name if hasattr(x, "name") else repr(x) for x in n.inputs)
+            lines.append(f"  (OPERATOR:{n.name}:{n.op.describe(**n.attrs)}({args}) -> {n.type_str()})")
+        for n in self.traced.outputs:
+            lines.append(f"  (OUTPUT:{n.name}:tensor(..., size={list(n.shape)}, dtype=toynet.{n.dtype.name}))")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def load(path: Any, input_shapes: dict[str, tuple] | None = None, device: Any = None,
+         known_inputs: dict[str, Any] | None = None) -> OnnxGraph:
+    """Import the ONNX model ``path`` (a file, or an ``onnx.ModelProto``) as a toynet inference graph."""
+    onnx = require_onnx()
+    if isinstance(path, (str, Path)):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no ONNX file at {path}")
+        model = onnx.load(str(path))
+    elif hasattr(path, "graph"):
+        model = path
+    else:
+        raise TypeError(f"flow.onnx.load takes a path or an onnx.ModelProto, got {type(path).__name__}")
+    structure, arrays = build(model, known_inputs, input_shapes)
+    where = f"{path if isinstance(path, (str, Path)) else 'the ONNX model'}"
+    device = backend.to_device_obj(device)
+    try:
+        graph, states = decode_graph(structure, arrays, device, where)
+    except serialization.CheckpointError as error:
+        raise ValueError(f"cannot import {where}: {error}") from None
+    return OnnxGraph(graph, states, "OnnxGraph")
