@@ -127,7 +127,8 @@ def _celu(b, args, attrs):
 @importer("Selu")
 def _selu(b, args, attrs):
     x = args[0]
-    alpha, gamma = float(attrs.get("alpha", 1.67326319217681884765625)), float(attrs.get("gamma", 1.05070102214813232421875))
+    alpha = float(attrs.get("alpha", 1.67326319217681884765625))
+    gamma = float(attrs.get("gamma", 1.05070102214813232421875))
     negative = b.op("mul", b.op("sub", b.op("exp", x), 1.0), alpha)
     return b.op("mul", b.op("where", b.op("gt", x, 0.0), x, negative), gamma)
 
