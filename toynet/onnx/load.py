@@ -30,14 +30,24 @@ from .import_ops import to_toynet_dtype
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
+class NeedsConstant(ValueError):
+    """A value that must be known before the graph runs (a shape, axes) is computed, or is a graph input
+    (``onnx_name``): the backend test runner then takes that input as a constant."""
+
+    def __init__(self, message: str, onnx_name: str):
+        super().__init__(message)
+        self.onnx_name = onnx_name
+
+
 class Value:
     """A value while importing: the toynet node's name, shape and dtype (what a shape rule reads), and
     its contents when they are known before the graph runs (initializers, Constant nodes)."""
 
-    __slots__ = ("name", "shape", "dtype", "known")
+    __slots__ = ("name", "shape", "dtype", "known", "onnx_name")
 
-    def __init__(self, name: str, shape: tuple, dtype: backend.DType, known: Any = None):
+    def __init__(self, name: str, shape: tuple, dtype: backend.DType, known: Any = None, onnx_name: str = ""):
         self.name, self.shape, self.dtype, self.known = name, tuple(shape), dtype, known
+        self.onnx_name = onnx_name  # set for graph inputs
 
 
 class Builder:
@@ -68,7 +78,7 @@ class Builder:
         return entry
 
     def input(self, onnx_name: str, shape: tuple, dtype: backend.DType) -> Value:
-        value = Value(self.unique(onnx_name), shape, dtype)
+        value = Value(self.unique(onnx_name), shape, dtype, onnx_name=onnx_name)
         self._entry(value.name, "input", shape, dtype)
         return value
 
@@ -114,8 +124,10 @@ class Builder:
     def known(self, value: Any, what: str) -> Any:
         """The contents of ``value``, which must be known before the graph runs (a shape, axes, bounds)."""
         if value is None or value.known is None:
-            raise ValueError(f"{self.where()}: its {what} must be a constant or an initializer, because toynet "
-                             "graphs have static shapes; got a value computed while the graph runs")
+            got = f"graph input {value.onnx_name!r}" if value is not None and value.onnx_name else "a value " \
+                "computed while the graph runs"
+            raise NeedsConstant(f"{self.where()}: its {what} must be a constant or an initializer, because toynet "
+                                f"graphs have static shapes; got {got}", value.onnx_name if value else "")
         return value.known
 
 
