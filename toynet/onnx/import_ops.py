@@ -192,6 +192,8 @@ def _constant(b, args, attrs):
 @importer("Dropout")
 def _dropout(b, args, attrs):  # inference: the input unchanged (and an all-true mask if asked for)
     x = args[0]
+    if len(args) > 2 and args[2] is not None and b.known(args[2], "training_mode").item():
+        raise NotImplementedError(f"{b.where()}: Dropout in training mode is not supported (inference only)")
     return [b.op("identity", x), b.constant(backend.host.ones(x.shape, dtype=bool), "mask")]
 
 
@@ -209,7 +211,8 @@ def _reshape(b, args, attrs):
 @importer("Flatten")
 def _flatten(b, args, attrs):
     x = args[0]
-    axis = attrs.get("axis", 1) % (len(x.shape) + 1) if x.shape else 0
+    axis = attrs.get("axis", 1)
+    axis = axis + len(x.shape) if axis < 0 else axis
     front = int(backend.host.prod(x.shape[:axis]))
     return b.op("reshape", x, shape=(front, int(backend.host.prod(x.shape[axis:]))))
 
@@ -250,7 +253,8 @@ def _unsqueeze(b, args, attrs):
 
 @importer("Concat")
 def _concat(b, args, attrs):
-    return b.op("cat", *[x for x in args if x is not None], dim=int(attrs["axis"]))
+    inputs = [x for x in args if x is not None]
+    return b.op("cat", *inputs, dim=int(attrs["axis"]) % len(inputs[0].shape))
 
 
 @importer("Expand")
@@ -347,3 +351,66 @@ def _softmax(b, args, attrs):
     op_name = "softmax" if b.onnx_node.op_type == "Softmax" else "log_softmax"
     return b.op(op_name, args[0], dim=int(attrs.get("axis", -1)))
 
+
+
+@importer("CastLike")
+def _cast_like(b, args, attrs):
+    return b.op("cast", args[0], dtype=args[1].dtype)
+
+
+@importer("ConstantOfShape")
+def _constant_of_shape(b, args, attrs):
+    shape = _ints(b.known(args[0], "shape"))
+    fill = b.onnx.numpy_helper.to_array(attrs["value"]) if "value" in attrs else backend.host.zeros(1, "float32")
+    return b.constant(backend.host.full(shape, fill.reshape(-1)[0], dtype=fill.dtype), "filled")
+
+
+@importer("Range")
+def _range(b, args, attrs):
+    start, limit, delta = (b.known(x, what) for x, what in zip(args, ("start", "limit", "delta")))
+    return b.constant(backend.host.arange(start, limit, delta, dtype=start.dtype), "range")
+
+
+@importer("Split")
+def _split(b, args, attrs):
+    x = args[0]
+    axis = attrs.get("axis", 0) % len(x.shape)
+    if len(args) > 1 and args[1] is not None:
+        sizes = _ints(b.known(args[1], "split"))
+    elif "split" in attrs:
+        sizes = tuple(attrs["split"])
+    else:  # equal parts, the last one smaller (opset 18's num_outputs)
+        parts = attrs.get("num_outputs", len(b.onnx_node.output))
+        step = -(-x.shape[axis] // parts)
+        sizes = tuple(min(step, x.shape[axis] - i * step) for i in range(parts))
+    outputs, start = [], 0
+    for size in sizes:
+        index = (slice(None),) * axis + (slice(start, start + size),)
+        outputs.append(b.op("getitem", x, index=index))
+        start += size
+    return outputs
+
+
+@importer("LayerNormalization")
+def _layer_norm(b, args, attrs):
+    x, scale = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    axis = attrs.get("axis", -1) % len(x.shape)
+    dims = tuple(range(axis, len(x.shape)))
+    mean = b.op("mean", x, dim=dims, keepdim=True)
+    centred = b.op("sub", x, mean)
+    variance = b.op("mean", b.op("mul", centred, centred), dim=dims, keepdim=True)
+    inv_std = b.op("rsqrt", b.op("add", variance, float(attrs.get("epsilon", 1e-5))))
+    result = b.op("mul", b.op("mul", centred, inv_std), scale)
+    result = result if bias is None else b.op("add", result, bias)
+    return [result, mean, inv_std]  # ONNX's optional outputs Mean and InvStdDev
+
+
+@importer("Trilu")
+def _trilu(b, args, attrs):
+    x = args[0]
+    k = int(b.known(args[1], "k").item()) if len(args) > 1 and args[1] is not None else 0
+    rows, cols = x.shape[-2:]
+    keep = (backend.host.triu if attrs.get("upper", 1) else backend.host.tril)(
+        backend.host.ones((rows, cols), dtype=bool), k)
+    return b.op("where", b.constant(keep, "triangle"), x, b.constant(backend.host.zeros((), x.dtype.array_dtype)))

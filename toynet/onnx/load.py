@@ -27,6 +27,8 @@ from .export import require_onnx
 from .import_nn import IMPORTERS
 from .import_ops import to_toynet_dtype
 
+#: Importing computes an op's value when its inputs are known and hold at most this many numbers.
+MAX_FOLD_ELEMENTS = 4096
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
@@ -110,12 +112,22 @@ class Builder:
         except (ValueError, TypeError) as error:
             raise ValueError(f"{self.where()}: {error}") from None
         base = f"{self.onnx_node.name or self.onnx_node.op_type}-{op_name}" if self.onnx_node else op_name
-        value = Value(self.unique(base), shape, dtype)
+        value = Value(self.unique(base), shape, dtype, known=self._fold(op, inputs, attrs))
         self._entry(value.name, "op", shape, dtype, op=op_name,
                     inputs=[{"node": x.name} if isinstance(x, Value) else {"literal": encode_value(x)}
                             for x in inputs],
                     attrs={k: encode_value(v) for k, v in attrs.items()})
         return value
+
+    def _fold(self, op: Any, inputs: tuple, attrs: dict) -> Any:
+        """The op's result now, when all its inputs are known and small: exported models compute shapes
+        with ops (``Shape`` -> ``Gather`` -> ``Concat`` -> ``Reshape``), and toynet needs them before it
+        runs. The op stays in the graph too (the constant-folding pass folds it there)."""
+        values = [x.known if isinstance(x, Value) else x for x in inputs]
+        if op.random or any(v is None for v in values) or sum(
+                backend.host.size(v) for v in values) > MAX_FOLD_ELEMENTS:
+            return None
+        return backend.host.asarray(op.forward(backend.host, *values, **attrs))
 
     def where(self) -> str:
         node = self.onnx_node
