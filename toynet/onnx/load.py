@@ -246,7 +246,10 @@ def load(path: Any, input_shapes: dict[str, tuple] | None = None, device: Any = 
     if isinstance(path, (str, Path)):
         if not Path(path).is_file():
             raise FileNotFoundError(f"no ONNX file at {path}")
-        model = onnx.load(str(path))
+        try:
+            model = onnx.load(str(path))
+        except Exception as error:  # protobuf's DecodeError and friends: the bytes are not a model
+            raise ValueError(f"{path} is not an ONNX model ({type(error).__name__}: {error})") from None
     elif hasattr(path, "graph"):
         model = path
     else:
