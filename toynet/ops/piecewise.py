@@ -15,7 +15,9 @@ class Relu(Elementwise):
     name = "relu"
 
     def forward(self, xp, a, out=None):
-        return xp.maximum(a, 0, out=out)
+        # clip with two bounds has a fast path in NumPy (~3x faster than maximum, which is slowed by NaN
+        # handling); it propagates NaN the same way.
+        return xp.clip(a, 0, float("inf"), out=out)
 
     def vjp(self, grad, inputs, output, **attrs):
         return (grad * (inputs[0] > 0),)
@@ -28,8 +30,7 @@ class Relu6(Elementwise):
     name = "relu6"
 
     def forward(self, xp, a, out=None):
-        out = as_array(xp, xp.maximum(a, 0, out=out))
-        return xp.minimum(out, 6, out=out)
+        return as_array(xp, xp.clip(a, 0, 6, out=out))  # one pass (see Relu)
 
     def vjp(self, grad, inputs, output, **attrs):
         a = inputs[0]
