@@ -148,7 +148,7 @@ def test_each_inference_pass_can_be_switched_off_and_the_result_stays(mobilenet,
     np.testing.assert_allclose(graph(x).numpy(), eager_eval(mobilenet, x), rtol=1e-4, atol=1e-5)
     ops = {n.op.name for n in graph.ir.op_nodes}
     assert ("batch_norm" in ops) == ("FoldBatchNorm" in disabled)
-    assert ("to_channels_last" in ops) == ("FoldBatchNorm" not in disabled and "ChannelsLast" not in disabled)
+    assert ("to_channels_last" in ops) == ("ChannelsLast" not in disabled)
 
 
 def test_folding_is_never_stale_when_statistics_or_weights_change():
@@ -166,27 +166,54 @@ def test_folding_is_never_stale_when_statistics_or_weights_change():
     np.testing.assert_allclose(graph(x).numpy(), eager_eval(model, x), rtol=1e-5, atol=1e-6)
 
 
-def test_training_graphs_keep_their_batch_norm_and_layout():
+def train_small(disabled=(), steps=3):
     flow.manual_seed(2)
-    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.BatchNorm2d(8), nn.ReLU6(), nn.Flatten(), nn.Linear(8 * 16, 2))
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.BatchNorm2d(8), nn.ReLU6(),
+                          nn.Conv2d(8, 8, 3, padding=1, groups=8, stride=2), nn.BatchNorm2d(8), nn.ReLU6(),
+                          nn.Flatten(), nn.Linear(8 * 4, 2))
+    optimizer = flow.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     class Train(nn.Graph):
         def __init__(self):
             super().__init__()
             self.model = model
-            self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.1))
+            self.add_optimizer(optimizer)
 
         def build(self, x):
-            loss = self.model(x).sum()
+            loss = (self.model(x) ** 2).mean()
             loss.backward()
             return loss
 
     graph = Train()
-    graph(flow.randn(2, 3, 4, 4))
+    for name in disabled:
+        graph.config.enable_pass(name, False)
+    flow.manual_seed(3)
+    x = flow.randn(16, 3, 4, 4)
+    losses = [graph(x).item() for _ in range(steps)]
+    return model, graph, losses
+
+
+def test_training_graphs_keep_batch_norm_run_channels_last_and_recompute_and_agree():
+    model, graph, losses = train_small()
     reports = reports_of(graph)
-    assert not reports["FoldBatchNorm"].fused
-    assert "not applied" in reports["ChannelsLast"].summary()
-    assert {"batch_norm", "relu6"} <= {n.op.name for n in graph.ir.op_nodes}
+    assert not reports["FoldBatchNorm"].fused     # training BatchNorm normalises with the batch's statistics
+    assert "6 ops channels-last" not in reports["ChannelsLast"].summary()
+    assert "ops channels-last" in reports["ChannelsLast"].summary()
+    assert "recomputes 2 activations" in reports["RecomputeActivations"].summary()
+    ops = [n.op.name for n in graph.ir.op_nodes]
+    assert {"batch_norm", "relu6", "conv2d_nhwc_grad_input", "conv2d_nhwc_grad_weight"} <= set(ops)
+    reference_model, _, reference = train_small(disabled=("ChannelsLast", "RecomputeActivations"))
+    np.testing.assert_allclose(losses, reference, rtol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), reference_model.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_recomputing_gives_the_very_same_bits():
+    model, _, losses = train_small(disabled=("ChannelsLast",))
+    reference_model, _, reference = train_small(disabled=("ChannelsLast", "RecomputeActivations"))
+    assert losses == reference
+    for p, q in zip(model.parameters(), reference_model.parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
 
 
 def test_a_value_the_user_returns_is_not_folded_away():

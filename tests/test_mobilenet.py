@@ -209,10 +209,12 @@ def train_eager(batches, seed):
     return model, losses
 
 
-def train_graph(batches, seed):
+def train_graph(batches, seed, disabled=()):
     flow.manual_seed(0)
     model = tutorial_model()
     graph = GraphMobileNetV2(model, nn.CrossEntropyLoss(), flow.optim.SGD(model.parameters(), lr=1e-3))
+    for name in disabled:
+        graph.config.enable_pass(name, False)
     losses = []
     for step, (x, y) in enumerate(batches):
         flow.manual_seed(seed + step)
@@ -221,8 +223,9 @@ def train_graph(batches, seed):
 
 
 def test_eager_and_graph_training_agree(batches):
+    """With the same kernels (channels-last off: every op is Eager's own), the very same numbers."""
     eager_model, eager_losses = train_eager(batches, seed=7)
-    graph_model, graph, graph_losses = train_graph(batches, seed=7)
+    graph_model, graph, graph_losses = train_graph(batches, seed=7, disabled=("ChannelsLast",))
     assert abs(eager_losses[0] - math.log(1000)) < 0.5
     np.testing.assert_allclose(graph_losses, eager_losses, rtol=1e-5)
     assert len(set(graph_losses)) == 3  # the steps really changed the weights
@@ -235,6 +238,31 @@ def test_eager_and_graph_training_agree(batches):
     assert bn.num_batches_tracked.item() == 3
     assert np.abs(bn.running_mean.numpy()).max() > 1e-3 and np.abs(bn.running_var.numpy() - 1).max() > 1e-3
     assert graph.state_dict()["System-Train-TrainStep"].item() == 3
+
+
+def test_channels_last_training_is_as_accurate_as_eager(batches):
+    """Channels-last kernels add in another order, so float32 results differ in the last bits, and this
+    step (batches of 8, BatchNorm over 8 values in the last 1x1 layers) amplifies such differences. The
+    honest comparison is with the exact result: float64 Eager mode. Graph mode must be about as close to
+    it as float32 Eager mode is."""
+    flow.manual_seed(0)
+    exact_model = tutorial_model().to(flow.float64)
+    optimizer = flow.optim.SGD(exact_model.parameters(), lr=1e-3)
+    exact = []
+    for step, (x, y) in enumerate(batches):
+        flow.manual_seed(7 + step)
+        loss = nn.CrossEntropyLoss()(exact_model(x.to(flow.float64)), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        exact.append(loss.item())
+    _, eager_losses = train_eager(batches, seed=7)
+    _, graph, graph_losses = train_graph(batches, seed=7)
+    assert "ops channels-last" in {r.name: r for r in graph.passes}["ChannelsLast"].summary()
+    assert graph_losses[0] == pytest.approx(exact[0], rel=1e-6)   # the first forward: rounding only
+    eager_error = np.abs(np.subtract(eager_losses, exact)).max()
+    graph_error = np.abs(np.subtract(graph_losses, exact)).max()
+    assert graph_error <= 2 * eager_error + 1e-4, (graph_losses, eager_losses, exact)
 
 
 def test_matches_pytorch_for_the_same_weights(batches):
@@ -467,7 +495,12 @@ def test_examples_run_small_and_agree(tmp_path):
     assert [line[-15:] for line in eager_lines] == [line[-15:] for line in graph_lines]
     eager_losses = [float(line.split()[1]) for line in eager_lines]
     graph_losses = [float(line.split()[1]) for line in graph_lines]
-    np.testing.assert_allclose(graph_losses, eager_losses, atol=2e-6)  # same seed: same data, weights, masks
+    # Same seed: same data, weights and masks. The first loss comes before any update: only rounding
+    # differs (Graph mode's channels-last kernels add in another order). Later ones follow five updates
+    # on batches of 4, where BatchNorm over 4 values amplifies those last bits (see
+    # test_channels_last_training_is_as_accurate_as_eager for the comparison with the exact result).
+    assert graph_losses[0] == pytest.approx(eager_losses[0], rel=1e-5)
+    np.testing.assert_allclose(graph_losses, eager_losses, rtol=2e-2)
     assert graph.count("(GRAPH:GraphMobileNetV2_0:GraphMobileNetV2): (") == 2  # before and after the first call
     assert "(INPUT:_GraphMobileNetV2_0-input_0:tensor(..., size=(4, 3, 32, 32), dtype=toynet.float32))" in graph
     first, resumed = re.search(r"original graph: loss (\S+); resumed graph: loss (\S+);", graph).groups()

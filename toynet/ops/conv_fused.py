@@ -28,6 +28,8 @@ from typing import Any
 from . import conv_kernels as kernels
 from ._op import Op, ShapeError, register, shape_of
 from .conv import check_conv, forward_kernel
+from . import conv_nhwc
+from .conv_nhwc import activate, depthwise_nhwc, nchw, nhwc, pointwise_nhwc
 
 #: The activations a fused convolution can apply in place.
 ACTIVATIONS = (None, "relu", "relu6")
@@ -47,82 +49,9 @@ def fold_batch_norm(xp: Any, w: Any, b: Any, norm: tuple, eps: float) -> tuple[A
     return w * scale.reshape(-1, 1, 1, 1).astype(w.dtype, copy=False), shift.astype(w.dtype, copy=False)
 
 
-def activate(xp: Any, y: Any, activation: str | None) -> Any:
-    """Apply ``activation`` to ``y`` in place."""
-    if activation is not None:  # clip with two bounds: NumPy's fast path (see ops/piecewise.py)
-        xp.clip(y, 0, 6 if activation == "relu6" else float("inf"), out=y)
-    return y
-
-
 def kernel_for(x_shape_nchw: tuple, w_shape: tuple, padding: tuple, groups: int) -> str:
     """The kernel a convolution runs ("pointwise", "depthwise" or "dense"); channels-last has the first two."""
     return kernels.kind(x_shape_nchw, w_shape, padding, groups)
-
-
-def nchw(shape: tuple) -> tuple:
-    return (shape[0], shape[3], shape[1], shape[2])
-
-
-def nhwc(shape: tuple) -> tuple:
-    return (shape[0], shape[2], shape[3], shape[1])
-
-
-# -------------------------------------------------------------------------------- channels-last kernels
-
-
-#: Elements of a depthwise convolution's output computed per chunk of images (2 MB of float32). Larger
-#: than the NCHW kernel's chunks: with no transposes per chunk, fewer and longer NumPy calls won when
-#: measured on MobileNetV2's shapes (batch 64, 32x32 down to 2x2 images).
-DEPTHWISE_NHWC_CHUNK_ELEMENTS = 1 << 19
-def _finish(xp: Any, y: Any, b: Any, activation: str | None) -> None:
-    """Add the bias and apply the activation to ``y`` in place."""
-    if b is not None:
-        y += b
-    activate(xp, y, activation)
-
-
-def pointwise_nhwc(xp: Any, x: Any, w: Any, b: Any, activation: str | None, stride: tuple, out: Any) -> Any:
-    """1x1 convolution of NHWC ``x``: one matrix product over every pixel of every image. (Splitting it
-    into cache-sized blocks of pixels, to add the bias and clip while a block is in cache, was slower
-    when measured: BLAS blocks the product better than we can, and the clip is one fast pass.)"""
-    if stride != (1, 1):
-        x = xp.ascontiguousarray(x[:, ::stride[0], ::stride[1], :])
-    n, h, wd, c = x.shape
-    weights = w.reshape(w.shape[0], c).T                          # (C, O): a view, no copy
-    xp.matmul(x.reshape(n * h * wd, c), weights, out=out.reshape(n * h * wd, w.shape[0]))
-    _finish(xp, out, b, activation)
-    return out
-
-
-def depthwise_nhwc(xp: Any, x: Any, w: Any, b: Any, activation: str | None, stride: tuple, padding: tuple,
-                   dilation: tuple, out: Any) -> Any:
-    """Depthwise convolution of NHWC ``x`` into NHWC ``out``: per tap, a shifted slice times per-channel
-    weights, added into the output chunk by chunk of images (so the chunk stays in cache). A tap that
-    reads a real pixel for every output (the centre one, usually) starts the sum, instead of zeros."""
-    n, h, wd, c = x.shape
-    kernel, (ho, wo) = kernels.geometry((n, c, h, wd), w.shape, stride, padding, dilation)
-    weights = xp.ascontiguousarray(w.reshape(c, -1).T)            # (taps, C)
-    chunk = max(1, min(n, DEPTHWISE_NHWC_CHUNK_ELEMENTS // max(max(h * wd, ho * wo) * c, 1)))
-    term = xp.empty((chunk, ho, wo, c), dtype=out.dtype)
-    taps = list(kernels.depthwise_taps((h, wd), (ho, wo), kernel, stride, padding, dilation))
-    full = [tap for tap in taps if tap[1] == slice(0, ho) and tap[2] == slice(0, wo)]
-    first = full[0] if full else None
-    for start in range(0, n, chunk):
-        k = min(chunk, n - start)
-        x_k, y_k, term_k = x[start:start + k], out[start:start + k], term[:k]
-        if first is None:
-            y_k.fill(0)
-        else:
-            xp.multiply(x_k[:, first[3], first[4]], weights[first[0]], out=y_k)
-        for tap in taps:
-            if tap is first:
-                continue
-            t, out_r, out_c, in_r, in_c = tap
-            part = term_k[:, out_r, out_c]
-            xp.multiply(x_k[:, in_r, in_c], weights[t], out=part)
-            y_k[:, out_r, out_c] += part
-        _finish(xp, y_k, b, activation)
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ ops
@@ -202,6 +131,61 @@ class Conv2dFused(Op):
         settings += [f"groups={groups}"] if groups != 1 else []
         settings += ["NHWC"] if channels_last else []
         return "+".join(parts) + (f"[{', '.join(settings)}]" if settings else "")
+
+
+class _Conv2dNhwcGrad(Op):
+    """Shared by the two backward ops of a channels-last convolution (1x1 or depthwise only)."""
+
+    def check(self, x_shape: tuple, w_shape: tuple, g_shape: tuple, stride, padding, dilation, groups) -> None:
+        expected = check_conv(self.name, nchw(x_shape), w_shape, stride, padding, dilation, groups)
+        if tuple(g_shape) != nhwc(expected):
+            raise ShapeError(f"{self.name}: the output gradient has shape {tuple(g_shape)}, but the "
+                             f"convolution's (NHWC) output has shape {nhwc(expected)}")
+        if kernel_for(nchw(x_shape), w_shape, padding, groups) == "dense":
+            raise ShapeError(f"{self.name}: serves 1x1 and depthwise convolutions only")
+
+
+@register
+class Conv2dNhwcGradInput(_Conv2dNhwcGrad):
+    """``dL/dx`` (NHWC) of a channels-last convolution, from the NHWC output gradient and the weight."""
+
+    name = "conv2d_nhwc_grad_input"
+    supports_out = True
+
+    def forward(self, xp, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
+        x_shape = tuple(input_shape)
+        if kernel_for(nchw(x_shape), w.shape, padding, groups) == "pointwise":
+            return conv_nhwc.pointwise_grad_input_nhwc(xp, g, w, x_shape, stride, out)
+        return conv_nhwc.depthwise_grad_input_nhwc(xp, g, w, x_shape, stride, padding, dilation, out)
+
+    def infer(self, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+        self.check(tuple(input_shape), shape_of(w), shape_of(g), stride, padding, dilation, groups)
+        return tuple(input_shape), g.dtype
+
+    def describe(self, input_shape=(), stride=(1, 1), groups=1, **attrs):
+        return "conv2d_grad_input[NHWC" + (f", stride={stride}" if stride != (1, 1) else "") + (
+            f", groups={groups}]" if groups != 1 else "]")
+
+
+@register
+class Conv2dNhwcGradWeight(_Conv2dNhwcGrad):
+    """``dL/dw`` (in the weight's own layout) of a channels-last convolution, from NHWC ``x`` and ``g``."""
+
+    name = "conv2d_nhwc_grad_weight"
+
+    def forward(self, xp, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+        w_shape = tuple(weight_shape)
+        if kernel_for(nchw(x.shape), w_shape, padding, groups) == "pointwise":
+            return conv_nhwc.pointwise_grad_weight_nhwc(xp, x, g, w_shape, stride)
+        return conv_nhwc.depthwise_grad_weight_nhwc(xp, x, g, w_shape, stride, padding, dilation)
+
+    def infer(self, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+        self.check(shape_of(x), tuple(weight_shape), shape_of(g), stride, padding, dilation, groups)
+        return tuple(weight_shape), x.dtype
+
+    def describe(self, weight_shape=(), stride=(1, 1), groups=1, **attrs):
+        return "conv2d_grad_weight[NHWC" + (f", stride={stride}" if stride != (1, 1) else "") + (
+            f", groups={groups}]" if groups != 1 else "]")
 
 
 class _Transpose4d(Op):

@@ -9,9 +9,10 @@ is never modified, so a learner can print or draw the graph before and after any
 3. :func:`~.cse.eliminate_common_subexpressions`  compute identical expressions once
 4. :func:`~.dce.eliminate_dead_code`       again: folding and merging leave unused nodes behind
 5. :func:`~.fold_batch_norm.fold_batch_norm`  conv -> BatchNorm (eval) -> relu6 becomes one conv
-6. :func:`~.layout.plan_layout`             chains of 1x1/depthwise convs run channels-last (NHWC)
-7. :func:`~.fuse.fuse_elementwise`          chains of elementwise ops become one kernel
-8. :func:`~.memory.plan_memory`             give values buffers, reused once their last reader ran
+6. :func:`~.recompute.recompute_activations`  backward recomputes relu6(batch_norm(x)) instead of keeping it
+7. :func:`~.layout.plan_layout`             1x1/depthwise convs, BatchNorm and what lies between run NHWC
+8. :func:`~.fuse.fuse_elementwise`          chains of elementwise ops become one kernel
+9. :func:`~.memory.plan_memory`             place values in one arena, sharing memory when lifetimes don't overlap
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .fold_batch_norm import fold_batch_norm
 from .fuse import fuse_elementwise
 from .layout import plan_layout
 from .memory import plan_memory
+from .recompute import recompute_activations
 from .report import Pass, PassReport, timed
 
 __all__ = ["PASS_NAMES", "Pass", "PassReport", "default_pipeline", "optimize", "timed"]
@@ -39,6 +41,7 @@ def default_pipeline() -> list[tuple[str, Pass]]:
         ("EliminateCommonSubexpressions", eliminate_common_subexpressions),
         ("EliminateDeadCode", eliminate_dead_code),
         ("FoldBatchNorm", fold_batch_norm),
+        ("RecomputeActivations", recompute_activations),
         ("ChannelsLast", plan_layout),
         ("FuseElementwise", fuse_elementwise),
         ("PlanMemory", plan_memory),
@@ -46,7 +49,7 @@ def default_pipeline() -> list[tuple[str, Pass]]:
 
 
 PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "FoldBatchNorm",
-              "ChannelsLast", "FuseElementwise", "PlanMemory")
+              "RecomputeActivations", "ChannelsLast", "FuseElementwise", "PlanMemory")
 
 
 def optimize(graph: Graph, disabled: Iterable[str] = (), on_pass: Callable | None = None
