@@ -301,7 +301,7 @@ def test_debug_levels_print_progressively_more(capsys):
 
     level1 = outputs[1]
     assert "LinearTrainGraph_0 start compiling with pass pass_cnt_0-EliminateDeadCode" in level1
-    assert "LinearTrainGraph_0 finish compiling with pass pass_cnt_4-FuseElementwise" in level1
+    assert "LinearTrainGraph_0 finish compiling with pass pass_cnt_7-FuseElementwise" in level1
     assert "(OPERATOR:" not in level1
 
     # Level 2: every op as it is traced, forward, backward and optimizer, with its inputs, shapes, device.

@@ -13,12 +13,14 @@ A compiled inference graph sees the whole chain at once, and no one can look in 
     *current* BatchNorm statistics and weights on every call: it touches only the weights (kilobytes),
     never the activations, and can never be stale when a parameter changes. The activation (relu or
     relu6) then runs in place on the output, with no extra buffer.
+``conv2d_nhwc_grad_input(g, w)`` / ``conv2d_nhwc_grad_weight(x, g)``
+    the two gradients of a channels-last convolution, for training graphs (kernels in :mod:`.conv_nhwc`).
 ``to_channels_last(x)`` / ``to_channels_first(x)``
     NCHW <-> NHWC copies at the borders of a channels-last region. Inside one, a 1x1 convolution is a
     single matrix product ``(N*H*W, C) @ (C, O)`` and a depthwise one slides over contiguous channels,
     with no transposes in between (see ``channels_last=True`` below).
 
-None of these has a vjp: they are made after differentiation, and only in graphs with no backward.
+None of these has a vjp: the passes write them after differentiation.
 """
 
 from __future__ import annotations
