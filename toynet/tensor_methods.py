@@ -216,9 +216,6 @@ class TensorMethods:
     def sign(self) -> "Tensor":
         return apply(OPS["sign"], self)
 
-    def square(self) -> "Tensor":
-        return self * self
-
     def clamp(self, min: Any = None, max: Any = None) -> "Tensor":
         if min is None and max is None:
             raise ValueError("clamp needs at least one of min and max")
