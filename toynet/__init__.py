@@ -14,6 +14,7 @@ from .backend import (  # noqa: F401
 )
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .tensor import Tensor  # noqa: F401
+from .size import Size  # noqa: F401
 from . import tensor_methods, tensor_shapes  # noqa: F401,E402  (attach Tensor's op methods)
 from .tensor_maths import (  # noqa: F401  (x.sin() and toynet.sin(x)...)
     acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin, asinh, atan, atanh, ceil, cos, cosh, erf,

@@ -21,7 +21,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
             t = Tensor.wrap(data.device.xp.array(t.array, copy=True), t.device)
         t.requires_grad = requires_grad
         return t
-    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+    return Tensor.from_data(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def from_numpy(array: Any) -> Tensor:

@@ -101,7 +101,7 @@ def _function(name: str) -> Any:
     method = getattr(Tensor, name)
 
     def function(x: Any) -> Tensor:
-        return method(x if isinstance(x, Tensor) else Tensor(x))
+        return method(x if isinstance(x, Tensor) else Tensor.from_data(x))
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"``toynet.{name}(x)`` is ``x.{name}()``: see :class:`TensorMaths`."

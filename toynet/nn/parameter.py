@@ -20,7 +20,7 @@ class Parameter(Tensor):
         if data is None:
             raise TypeError("Parameter() needs a tensor, e.g. nn.Parameter(toynet.zeros(3))")
         if not isinstance(data, Tensor):
-            data = Tensor(data)
+            data = Tensor.from_data(data)
         if data.is_lazy:
             raise RuntimeError("cannot make a Parameter from a lazy tensor inside nn.Graph.build(); create "
                                "parameters in the module's __init__")
