@@ -349,9 +349,6 @@ class Tensor:
         self.requires_grad = requires_grad
         return self
 
-    def retain_grad(self) -> None:
-        raise NotImplementedError("retain_grad is not supported; use toynet.autograd.grad(loss, tensor)")
-
     # ------------------------------------------------------------------ new tensors like this one
 
     def new_tensor(self, data: Any) -> "Tensor":
