@@ -159,6 +159,12 @@ CALLS: dict[str, Call] = {
     "clamp": unary(lambda x: [x.clamp(-0.5, 0.5), x.clamp(min=0), x.clamp(max=1)]),
     "abs": unary(lambda x: x.abs()),
     "sign": Call(lambda d: (f32(2, 3, device=d).sign(), []), grad=False),
+    **{name: unary(lambda x, name=name: getattr(x, name)()) for name in (
+        "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "erf", "erfc", "expm1", "reciprocal", "square",
+        "floor", "ceil", "round", "trunc")},
+    **{name: unary(lambda x, name=name: getattr(x * 0.4, name)()) for name in ("asin", "acos", "atanh")},
+    **{name: unary(lambda x, name=name: getattr(x, name)(), positive=True) for name in ("log1p", "log2", "log10")},
+    "acosh": unary(lambda x: (x + 1.0).acosh(), positive=True),
     "where": unary(lambda x: [flow.where(x > 0, x, 0.5), flow.where(x > 0, 2, x), flow.where(x > 0, x, x * 2),
                               flow.where(x > 0, 1.0, 0.0) * x]),  # a mask from two numbers is float32 too
     "identity": unary(lambda x: x.clone()),
