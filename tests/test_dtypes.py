@@ -78,8 +78,9 @@ def _conv_helper(name):
 
 def _conv_fused(device):
     """The compiler's fused convolution, NCHW (dense, BatchNorm, relu6) and NHWC (depthwise, bias, relu)."""
-    x, w, b = f32(1, 4, 4, 4, device=device), f32(3, 4, 3, 3, device=device), f32(3, device=device)
-    mean, var, gamma, beta = f32(3, device=device), flow.ones(3, device=device), f32(3, device=device), f32(3, device=device)
+    x, w = f32(1, 4, 4, 4, device=device), f32(3, 4, 3, 3, device=device)
+    mean, var = f32(3, device=device), flow.ones(3, device=device)
+    gamma, beta = f32(3, device=device), f32(3, device=device)
     dense = apply(OPS["conv2d_fused"], x, w, mean, var, gamma, beta, padding=(1, 1), norm="affine",
                   activation="relu6")
     last, depthwise, bias = f32(1, 4, 4, 4, device=device), f32(4, 1, 3, 3, device=device), f32(4, device=device)
@@ -222,8 +223,8 @@ CALLS: dict[str, Call] = {
     "conv2d_fused": Call(_conv_fused, grad=False),
     "conv2d_nhwc_grad_input": _conv_nhwc_helper("conv2d_nhwc_grad_input"),
     "conv2d_nhwc_grad_weight": _conv_nhwc_helper("conv2d_nhwc_grad_weight"),
-    "to_channels_last": Call(lambda d: (lambda x: (apply(OPS["to_channels_last"], x), [x]))(f32(1, 2, 3, 4, device=d)),
-                             grad=False),
+    "to_channels_last": Call(lambda d: (lambda x: (apply(OPS["to_channels_last"], x), [x]))(
+        f32(1, 2, 3, 4, device=d)), grad=False),
     "to_channels_first": Call(lambda d: (lambda x: (apply(OPS["to_channels_first"], x), [x]))(
         f32(1, 2, 3, 4, device=d)), grad=False),
 }
