@@ -24,6 +24,12 @@ class Size(tuple):
                 raise TypeError(f"toynet.Size takes ints (one per dimension), got {d!r} in {values!r}")
         return super().__new__(cls, (d.__index__() for d in values))
 
+    @classmethod
+    def of(cls, shape: tuple) -> "Size":
+        """A Size around a shape known to be a tuple of ints (an array's, a node's): no checks, because
+        ``tensor.shape`` is read on every op and a check per read costs more than the rest of it."""
+        return tuple.__new__(cls, shape)
+
     def numel(self) -> int:
         n = 1
         for d in self:

@@ -216,7 +216,7 @@ class Tensor:
 
     @property
     def shape(self) -> Size:
-        return Size(self.array.shape if self.node is None else self.node.shape)
+        return Size.of(self.array.shape if self.node is None else self.node.shape)
 
     @property
     def dtype(self) -> DType:
