@@ -216,7 +216,8 @@ class Tensor:
 
     @property
     def shape(self) -> Size:
-        return Size(self.array.shape if self.node is None else self.node.shape)
+        # Array and node shapes are ints already: skip Size's checks (shape is read on every op).
+        return tuple.__new__(Size, self.array.shape if self.node is None else self.node.shape)
 
     @property
     def dtype(self) -> DType:
