@@ -129,7 +129,7 @@ def test_stand_in_images_are_learnable(tmp_path):
     x, y = fake.train_images.reshape(200, -1).astype(float), fake.train_labels
     means = np.stack([x[y == k].mean(0) for k in range(10)])
     nearest = ((x[:, None, :] - means[None]) ** 2).sum(-1).argmin(1)
-    assert (nearest == y).mean() > 0.95
+    assert (nearest == y).mean() > 0.8  # chance is 0.1
 
 
 def test_lambda_rejects_non_functions():

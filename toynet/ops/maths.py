@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy
-
 from .. import backend
 from ._op import register
 from .elementwise import Elementwise, as_array
@@ -200,9 +198,9 @@ def _on_host(xp, a, out, function):
     GPU array makes the round trip through host memory.
     """
     module = backend.array_module_of_xp(xp)
-    host = module.to_numpy(a)
+    on_host = module.to_numpy(a)
     # frompyfunc gives an array of Python floats (a bare float for a 0-d input): back to the input's dtype.
-    values = numpy.asarray(numpy.frompyfunc(function, 1, 1)(host), dtype=host.dtype)
+    values = backend.host.asarray(backend.host.frompyfunc(function, 1, 1)(on_host), dtype=on_host.dtype)
     result = module.from_numpy(values)
     if out is None:
         return result

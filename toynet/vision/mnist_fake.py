@@ -5,8 +5,8 @@ For tests, the tutorial pages and examples on machines without the real data (to
 (see :mod:`toynet.vision.mnist` for the format) into ``root/FashionMNIST/raw/``, where
 ``datasets.FashionMNIST(root)`` reads them.
 
-Images are learnable, not pure noise: each class is a bright bar at its own place and angle, plus
-noise, so a small network can fit them.
+Images are learnable, not pure noise: each class is a bright bar at its own angle, shifted and on noise,
+so a small network learns them over a few epochs (and not at once, which would teach nothing).
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ def idx_bytes(array: host.ndarray) -> bytes:
 
 
 def make_images(labels: host.ndarray, rng: host.random.Generator) -> host.ndarray:
-    """(N, 28, 28) uint8 images: class k is a bar through the centre at angle 18k degrees, on noise."""
+    """(N, 28, 28) uint8 images: class k is a bar at angle 18k degrees (neighbouring classes differ by
+    only 18), shifted off the centre, of varying brightness, on strong noise: learnable, but not at once."""
     rows, cols = host.mgrid[0:SIDE, 0:SIDE] - (SIDE - 1) / 2
-    images = rng.normal(20, 15, size=(len(labels), SIDE, SIDE))
+    images = rng.normal(40, 45, size=(len(labels), SIDE, SIDE))
     for k, label in enumerate(labels):
-        angle = host.pi * label / 10
-        distance = host.abs(rows * host.cos(angle) - cols * host.sin(angle))  # from the bar's centre line
-        images[k][distance < 2.5] += 200
+        angle = host.pi * label / 10 + rng.normal(0, 0.08)
+        shift = rng.uniform(-4, 4)
+        distance = host.abs(rows * host.cos(angle) - cols * host.sin(angle) - shift)  # from the bar's centre line
+        images[k][distance < 2.0] += rng.uniform(70, 160)
     return host.clip(images, 0, 255).astype(host.uint8)
 
 
