@@ -237,3 +237,23 @@ def test_a_value_the_user_returns_is_not_folded_away():
         want_r = flow.relu(norm(want_c))
     np.testing.assert_allclose(c.numpy(), want_c.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(r.numpy(), want_r.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ the arena
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 64), st.integers(0, 30), st.integers(0, 10)), min_size=1, max_size=40))
+def test_the_arena_never_overlaps_two_values_alive_at_once(buffers):
+    from toynet.static.passes.memory import _place
+    sizes = [64 * n for n, _, _ in buffers]
+    spans = [(start, start + length) for _, start, length in buffers]
+    offsets, arena = _place(sizes, spans)
+    for i in range(len(sizes)):
+        assert offsets[i] % 64 == 0 and offsets[i] + sizes[i] <= arena
+        for j in range(i):
+            if spans[i][0] <= spans[j][1] and spans[j][0] <= spans[i][1]:   # alive at the same time
+                assert offsets[i] + sizes[i] <= offsets[j] or offsets[j] + sizes[j] <= offsets[i]
+    # Never more than one array each, never less than what is alive at the busiest moment.
+    busiest = max(sum(s for s, (a, b) in zip(sizes, spans) if a <= t <= b) for t in range(41))
+    assert busiest <= arena <= sum(sizes)
