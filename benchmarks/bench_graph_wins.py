@@ -10,9 +10,12 @@ Rows (each a ratio, so that a noisy machine slows both sides alike):
 * **poly fit** (the tutorial's Linear(3, 1) on 2000 points): Eager / hand-written NumPy (goal <= 4) and
   Graph / hand-written NumPy (goal <= 1.1).
 
-Time rows run twice: with one BLAS thread, timing this thread's CPU time (what the work costs, whatever
-else the machine does), and, in a child process that leaves the thread count alone, the wall clock at
-the machine's default threads (what a user sees). Contenders alternate round by round; each ratio is the
+Time rows run three times: with one BLAS thread, timing this thread's CPU time (what the work costs,
+whatever else the machine does); the same in a child process where glibc keeps freed blocks for reuse
+instead of returning them to the kernel (``benchmarks/allocator.py``: page faults on fresh temporaries
+cost both modes, and toynet does not change the allocator behind its user's back); and, in a child
+process that leaves the thread count alone, the wall clock at the machine's default threads (what a
+user sees). Contenders alternate round by round; each ratio is the
 median over rounds of the ratio within a round.
 
 Run: ``python benchmarks/bench_graph_wins.py [--rounds 7] [--quick] [--json out.json]``.
@@ -35,6 +38,7 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import toynet as flow  # noqa: E402
+from allocator import tune_host_allocator  # noqa: E402
 from bench_mobilenet import data as mobilenet_data, measure_memory  # noqa: E402
 from bench_steps import eager_step, graph_step, numpy_poly, poly_data, toynet_poly_model  # noqa: E402
 from toynet import nn  # noqa: E402
@@ -157,24 +161,30 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="3 rounds, fewer steps (a smoke run)")
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--default-threads", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keep-freed", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rounds = 3 if args.quick else args.rounds
-    if args.default_threads:  # the child: wall clock at the machine's default threads
+    if args.default_threads or args.keep_freed:  # a child: print its time rows for the parent
+        if args.keep_freed:
+            tune_host_allocator()
         print(json.dumps(time_rows(rounds, args.quick)))
         return {}
     results = {"one thread, CPU time": time_rows(rounds, args.quick)}
     results["one thread, CPU time"].update(memory_row())
     report("one BLAS thread, this thread's CPU time (memory: fresh child processes)", results["one thread, CPU time"])
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                            "MKL_NUM_THREADS")}
-    cmd = [sys.executable, os.path.abspath(__file__), "--default-threads", "--rounds", str(rounds)]
-    child = subprocess.run(cmd + (["--quick"] if args.quick else []), capture_output=True, text=True, env=env,
-                           check=False)
-    if child.returncode == 0:
-        results["default threads, wall clock"] = json.loads(child.stdout.strip().splitlines()[-1])
-        report(f"default threads ({os.cpu_count()} cores), wall clock", results["default threads, wall clock"])
-    else:
-        print(child.stderr[-2000:], file=sys.stderr)
+    children = (("glibc keeps freed blocks (one thread, CPU time)", ["--keep-freed"], dict(os.environ)),
+                (f"default threads ({os.cpu_count()} cores), wall clock", ["--default-threads"],
+                 {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                                   "MKL_NUM_THREADS")}))
+    for title, flag, env in children:
+        cmd = [sys.executable, os.path.abspath(__file__), *flag, "--rounds", str(rounds)]
+        child = subprocess.run(cmd + (["--quick"] if args.quick else []), capture_output=True, text=True, env=env,
+                               check=False)
+        if child.returncode == 0:
+            results[title] = json.loads(child.stdout.strip().splitlines()[-1])
+            report(title, results[title])
+        else:
+            print(child.stderr[-2000:], file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
