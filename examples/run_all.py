@@ -28,6 +28,7 @@ def examples(quick: bool) -> list[tuple[str, list[str]]]:
         ("graph_my_linear", []),
         ("poly_fit_eager", []),
         ("poly_fit_graph", []),
+        ("fashion_mnist", ["--epochs", "1" if quick else "3"]),
     ]
     if (ROOT / "examples" / "mobilenet_eager.py").exists():
         runs.append(("mobilenet_eager", ["--max-batches", steps]))

@@ -76,6 +76,29 @@ def _conv_helper(name):
     return Call(make)
 
 
+def _conv_fused(device):
+    """The compiler's fused convolution, NCHW (dense, BatchNorm, relu6) and NHWC (depthwise, bias, relu)."""
+    x, w = f32(1, 4, 4, 4, device=device), f32(3, 4, 3, 3, device=device)
+    mean, var = f32(3, device=device), flow.ones(3, device=device)
+    gamma, beta = f32(3, device=device), f32(3, device=device)
+    dense = apply(OPS["conv2d_fused"], x, w, mean, var, gamma, beta, padding=(1, 1), norm="affine",
+                  activation="relu6")
+    last, depthwise, bias = f32(1, 4, 4, 4, device=device), f32(4, 1, 3, 3, device=device), f32(4, device=device)
+    nhwc = apply(OPS["conv2d_fused"], last, depthwise, bias, padding=(1, 1), groups=4, bias=True, activation="relu",
+                 channels_last=True)
+    return [dense, nhwc], [x, w, last]
+
+
+def _conv_nhwc_helper(name):
+    def make(device):
+        x, w = f32(1, 4, 4, 2, device=device), f32(3, 2, 1, 1, device=device)   # NHWC, a 1x1 convolution
+        g = f32(1, 2, 2, 3, device=device)                                     # stride 2: NHWC output
+        if name == "conv2d_nhwc_grad_input":
+            return apply(OPS[name], g, w, input_shape=(1, 4, 4, 2), stride=(2, 2)), [g, w]
+        return apply(OPS[name], x, g, weight_shape=(3, 2, 1, 1), stride=(2, 2)), [x, g]
+    return Call(make, grad=False)
+
+
 def _as_list(made):
     out, leaves = made
     return (out if isinstance(out, list) else [out]), leaves
@@ -137,6 +160,12 @@ CALLS: dict[str, Call] = {
     "clamp": unary(lambda x: [x.clamp(-0.5, 0.5), x.clamp(min=0), x.clamp(max=1)]),
     "abs": unary(lambda x: x.abs()),
     "sign": Call(lambda d: (f32(2, 3, device=d).sign(), []), grad=False),
+    **{name: unary(lambda x, name=name: getattr(x, name)()) for name in (
+        "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "erf", "erfc", "expm1", "reciprocal", "square",
+        "floor", "ceil", "round", "trunc")},
+    **{name: unary(lambda x, name=name: getattr(x * 0.4, name)()) for name in ("asin", "acos", "atanh")},
+    **{name: unary(lambda x, name=name: getattr(x, name)(), positive=True) for name in ("log1p", "log2", "log10")},
+    "acosh": unary(lambda x: (x + 1.0).acosh(), positive=True),
     "where": unary(lambda x: [flow.where(x > 0, x, 0.5), flow.where(x > 0, 2, x), flow.where(x > 0, x, x * 2),
                               flow.where(x > 0, 1.0, 0.0) * x]),  # a mask from two numbers is float32 too
     "identity": unary(lambda x: x.clone()),
@@ -190,6 +219,14 @@ CALLS: dict[str, Call] = {
     "batch_norm_grad_input": _bn_helper("batch_norm_grad_input"),
     "dropout_mask": Call(lambda d: (apply(OPS["dropout_mask"], f32(2, 3, device=d), p=0.25), []), grad=False),
     "fused_elementwise": Call(_fused, grad=False),
+    # ops only Graph mode's compiler writes (toynet/ops/conv_fused.py): no vjp
+    "conv2d_fused": Call(_conv_fused, grad=False),
+    "conv2d_nhwc_grad_input": _conv_nhwc_helper("conv2d_nhwc_grad_input"),
+    "conv2d_nhwc_grad_weight": _conv_nhwc_helper("conv2d_nhwc_grad_weight"),
+    "to_channels_last": Call(lambda d: (lambda x: (apply(OPS["to_channels_last"], x), [x]))(
+        f32(1, 2, 3, 4, device=d)), grad=False),
+    "to_channels_first": Call(lambda d: (lambda x: (apply(OPS["to_channels_first"], x), [x]))(
+        f32(1, 2, 3, 4, device=d)), grad=False),
 }
 
 #: Ops that take no float input, so float32 discipline does not apply to them.

@@ -14,9 +14,14 @@ from .backend import (  # noqa: F401
 )
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .tensor import Tensor  # noqa: F401
+from .size import Size  # noqa: F401
 from . import tensor_methods, tensor_shapes  # noqa: F401,E402  (attach Tensor's op methods)
+from .tensor_maths import (  # noqa: F401  (x.sin() and toynet.sin(x)...)
+    acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin, asinh, atan, atanh, ceil, cos, cosh, erf,
+    erfc, expm1, floor, log1p, log2, log10, reciprocal, round, sign, sin, sinh, square, tan, trunc,
+)
 from .creation import (  # noqa: F401
-    arange, from_numpy, full, full_like, is_tensor, linspace, ones, ones_like, rand, randint, randn, tensor,
+    arange, eye, from_numpy, full, full_like, is_tensor, linspace, ones, ones_like, rand, randint, randn, tensor,
     zeros, zeros_like,
 )
 from .functional import (  # noqa: F401

@@ -87,7 +87,7 @@ class GradFn:
     ran: a saved tensor whose Version was stamped later has changed since (see :func:`check_saved`).
     """
 
-    __slots__ = ("op", "inputs", "attrs", "output_ref", "epoch")
+    __slots__ = ("op", "inputs", "attrs", "output_ref", "epoch", "retains")  # retains: see Tensor.retain_grad
 
     def __init__(self, op: Any, inputs: tuple, attrs: dict, output_ref: Any):
         self.op = op
@@ -215,9 +215,7 @@ def _input_grad_fns(fn: GradFn) -> list[GradFn]:  # inputs may be Python numbers
 def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
     """All grad_fns reachable from ``roots``, each before every grad_fn that makes one of its inputs:
     consumers before producers, the order backward needs (post order, reversed)."""
-    order = post_order(list(roots), _input_grad_fns)
-    order.reverse()
-    return order
+    return post_order(list(roots), _input_grad_fns)[::-1]
 
 
 def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool,
@@ -260,6 +258,8 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                 continue  # no path from the roots carries a gradient here
             if id(fn) in captured_fns:
                 results[captured_fns[id(fn)]] = grad
+            if getattr(fn, "retains", None) is not None:  # its output called retain_grad(): hand it the gradient
+                fn.retains(grad)
             if fn.inputs is None:
                 raise RuntimeError(
                     "backward through a graph a second time: its saved tensors were freed after the "

@@ -21,7 +21,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
             t = Tensor.wrap(data.device.xp.array(t.array, copy=True), t.device)
         t.requires_grad = requires_grad
         return t
-    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+    return Tensor.from_data(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def from_numpy(array: Any) -> Tensor:
@@ -109,6 +109,19 @@ def linspace(start: float, end: float, steps: int, dtype: Any = None, device: An
     device = backend.to_device_obj(device)
     dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
     t = Tensor.wrap(device.xp.linspace(start, end, steps).astype(dtype.array_dtype), device)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def eye(n: int, m: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``): ones on the diagonal, zeros elsewhere."""
+    m = n if m is None else m
+    for name, size in (("n", n), ("m", m)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"eye: {name} must be a non-negative int (the number of "
+                             f"{'rows' if name == 'n' else 'columns'}), got {size!r}")
+    device = backend.to_device_obj(device)
+    dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
+    t = Tensor.wrap(device.xp.eye(n, m, dtype=dtype.array_dtype), device)
     return t.requires_grad_(True) if requires_grad else t
 
 

@@ -14,7 +14,7 @@ from .tensor import Tensor, apply
 
 
 def _t(x: Any) -> Tensor:
-    return x if isinstance(x, Tensor) else Tensor(x)
+    return x if isinstance(x, Tensor) else Tensor.from_data(x)
 
 
 def add(a: Any, b: Any) -> Tensor:

@@ -26,7 +26,7 @@ def format_array(array: Any, indent: int) -> str:
                              threshold=1000, edgeitems=3, max_line_width=80)
 
 
-def _suffixes(t: Any, lazy_meta: bool) -> list[str]:
+def _suffixes(t: Any, lazy_meta: bool, leaf_grad_fn: str | None = None) -> list[str]:
     parts = []
     if t.device.type != "cpu":
         parts.append(f"device='{t.device}'")
@@ -39,6 +39,8 @@ def _suffixes(t: Any, lazy_meta: bool) -> list[str]:
         return parts  # a lazy tensor's autograd record is an implementation detail of tracing
     if t.grad_fn is not None:
         parts.append(f"grad_fn={t.grad_fn!r}")
+    elif t.requires_grad and leaf_grad_fn:
+        parts.append(f"grad_fn=<{leaf_grad_fn}>")
     elif t.requires_grad:
         parts.append("requires_grad=True")
     return parts
@@ -64,12 +66,15 @@ def meta_repr(t: Any, linewidth: int | None = 80) -> str:
     return _join("tensor(...", _suffixes(t, lazy_meta=True), linewidth)
 
 
-def tensor_repr(t: Any) -> str:
+def tensor_repr(t: Any, leaf_grad_fn: str | None = None) -> str:
+    """``tensor([...], dtype=toynet.float32, ...)``. ``leaf_grad_fn`` names what a leaf that requires grad
+    shows instead of ``requires_grad=True`` (a Parameter: ``grad_fn=<accumulate_grad>``, as OneFlow
+    prints the node that adds each backward's gradient into ``.grad``)."""
     if t.is_lazy:
         return meta_repr(t, linewidth=None)
     values = t.numpy()
     body = format_array(values, indent=len("tensor("))
-    parts = _suffixes(t, lazy_meta=False)
+    parts = _suffixes(t, lazy_meta=False, leaf_grad_fn=leaf_grad_fn)
     if values.size == 0:
         parts.insert(0, f"size={tuple(t.shape)}")
     return "tensor(" + body + ", " + ", ".join(parts) + ")"

@@ -25,6 +25,7 @@ from .ops import ShapeError
 from .ops import _op as op_base
 from .ops.shape import shape_arg
 from .printing import tensor_repr
+from .size import Size
 
 # ------------------------------------------------------------------------------------------ the door
 
@@ -133,19 +134,52 @@ class Tensor:
     # the in-place writes into its memory: an autograd.Version, None until needed, or the tensor it views;
     # `_has_views` is set (and only then: read it with getattr) once an op made a view of it.
 
-    def __init__(self, data: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False):
+    def __init__(self, *args: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False):
+        """``Tensor(2, 3)``: an uninitialised float32 tensor of that shape; ``Tensor([1, 2, 3])``: the data
+        as float32 (OneFlow's and PyTorch's rule for the class: ``toynet.tensor`` infers the dtype instead);
+        ``Tensor(t)``: the same memory as tensor ``t``. ``dtype`` overrides float32."""
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            data = args[0]
+            self._set(data.to(device=backend.to_device_obj(device), dtype=dtype).detach().array,
+                      backend.to_device_obj(device), requires_grad)
+            self._version = data if self.array is data.array else None  # shared memory: a view
+            return
+        if not args:
+            raise TypeError("Tensor() needs data or a shape: toynet.Tensor([1., 2.]) or toynet.Tensor(2, 3) "
+                            "(uninitialised), or toynet.zeros(2, 3)")
+        dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
+        device = backend.to_device_obj(device)
+        if isinstance(args[0], Size) or all(_is_int(a) for a in args):
+            shape = tuple(args[0]) if isinstance(args[0], Size) else tuple(int(a) for a in args)
+            if len(args) > 1 and isinstance(args[0], Size) or any(d < 0 for d in shape):
+                raise ValueError(f"Tensor(*shape): sizes must be ints >= 0, got {args}")
+            self._set(device.xp.empty(shape, dtype=dtype.array_dtype), device, requires_grad)
+            return
+        if len(args) > 1:
+            raise TypeError(f"Tensor() takes one piece of data (a list, an array, a number) or ints (a shape), "
+                            f"got {len(args)} arguments: {args!r:.200}; pass dtype= and device= by name")
+        self._set(backend.from_host(args[0], device, dtype), device, requires_grad)
+
+    @classmethod
+    def from_data(cls, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> "Tensor":
+        """A tensor copied from ``data`` with the dtype inferred: Python floats become float32, ints int64,
+        arrays keep theirs (what ``toynet.tensor`` does)."""
         device = backend.to_device_obj(device)
         dtype = None if dtype is None else backend.to_dtype(dtype)
         if isinstance(data, Tensor):
-            array = data.to(device=device, dtype=dtype).detach().array
-        elif data is None:
-            raise TypeError("Tensor() needs data; use toynet.zeros(shape) for an empty tensor")
-        else:
-            if dtype is None and _is_float_data(data):
-                dtype = backend.DEFAULT_FLOAT  # Python floats become float32, as in PyTorch
-            array = backend.from_host(data, device, dtype)
-            if array is data:  # a host array already on the CPU: copy, as documented (from_numpy shares)
-                array = array.copy()
+            return cls(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        if data is None:
+            raise TypeError("toynet.tensor() needs data; use toynet.zeros(shape) for an empty tensor")
+        if dtype is None and _is_float_data(data):
+            dtype = backend.DEFAULT_FLOAT  # Python floats become float32, as in PyTorch
+        array = backend.from_host(data, device, dtype)
+        if array is data:  # a host array already on the CPU: copy, as documented (from_numpy shares)
+            array = array.copy()
+        t = cls.__new__(cls)
+        t._set(array, device, requires_grad)
+        return t
+
+    def _set(self, array: Any, device: Device, requires_grad: bool) -> None:
         backend.dtype_of(array)  # reject unsupported dtypes (complex, strings) right away
         self.array = array
         self.node = None
@@ -154,7 +188,7 @@ class Tensor:
         self.grad = None
         self.grad_fn = None
         self.name = None
-        self._version = data if isinstance(data, Tensor) and array is data.array else None  # shared: a view
+        self._version = None
         if requires_grad and not backend.dtype_of(array).is_floating_point:
             raise RuntimeError(f"only floating-point tensors can require grad, got {backend.dtype_of(array)}")
 
@@ -181,8 +215,8 @@ class Tensor:
     # ------------------------------------------------------------------------------ what it is
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self.array.shape if self.node is None else self.node.shape
+    def shape(self) -> Size:
+        return Size.of(self.array.shape if self.node is None else self.node.shape)
 
     @property
     def dtype(self) -> DType:
@@ -315,14 +349,11 @@ class Tensor:
         self.requires_grad = requires_grad
         return self
 
-    def retain_grad(self) -> None:
-        raise NotImplementedError("retain_grad is not supported; use toynet.autograd.grad(loss, tensor)")
-
     # ------------------------------------------------------------------ new tensors like this one
 
     def new_tensor(self, data: Any) -> "Tensor":
         """A new tensor from ``data`` with this tensor's dtype and device."""
-        return Tensor(data, dtype=self.dtype, device=self.device)
+        return Tensor.from_data(data, dtype=self.dtype, device=self.device)
 
     def new_full(self, size: Sequence[int], fill_value: Any, dtype: Any = None) -> "Tensor":
         """A tensor of ``size`` filled with ``fill_value``, on this tensor's device (and dtype unless given).
@@ -344,6 +375,11 @@ class Tensor:
 
     def new_zeros(self, *size: Any) -> "Tensor":
         return self.new_full(shape_arg(size), 0)
+
+
+def _is_int(value: Any) -> bool:
+    """A size in ``Tensor(2, 3)``: an int (or NumPy integer), not a bool."""
+    return not isinstance(value, bool) and isinstance(value, (int, backend.host.integer))
 
 
 def _is_float_data(data: Any) -> bool:

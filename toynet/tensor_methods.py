@@ -10,6 +10,7 @@ DeZero's ``setup_variable`` does.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Sequence
 
 from . import backend
@@ -216,9 +217,6 @@ class TensorMethods:
     def sign(self) -> "Tensor":
         return apply(OPS["sign"], self)
 
-    def square(self) -> "Tensor":
-        return self * self
-
     def clamp(self, min: Any = None, max: Any = None) -> "Tensor":
         if min is None and max is None:
             raise ValueError("clamp needs at least one of min and max")
@@ -289,6 +287,22 @@ class TensorMethods:
         if tuple(self.shape) == shape:
             return self
         return apply(OPS["sum_to"], self, shape=shape)
+
+    def retain_grad(self) -> None:
+        """Keep this tensor's gradient in ``.grad`` after ``backward()`` although it is not a leaf (leaves
+        that require grad keep theirs anyway). Backward hands the gradient of the op that made it over."""
+        if self.is_lazy:
+            raise RuntimeError("retain_grad() is for Eager mode; inside nn.Graph.build() return the tensor's "
+                               "gradient from toynet.autograd.grad instead")
+        if self.grad_fn is None:
+            return
+        owner = weakref.ref(self)  # the record must not keep its output alive
+
+        def keep(grad: "Tensor") -> None:
+            t = owner()
+            if t is not None:  # a copy the tensor owns: users zero it in place
+                t.grad = grad.detach().clone() if t.grad is None else t.grad + grad.detach()
+        self.grad_fn.retains = keep
 
     def any(self) -> "Tensor":
         return apply(OPS["any"], self)

@@ -180,6 +180,8 @@ class TensorShapeMethods:
     def zero_(self) -> "Tensor":
         return self.fill_(0)
 
+    zeros_ = zero_  # OneFlow's spelling (x.grad.zeros_() in its autograd tutorial)
+
     def add_(self, other: Any, alpha: float = 1.0) -> "Tensor":
         return _update(self, "add_", _ADD, other, alpha)
 

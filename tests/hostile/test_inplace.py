@@ -446,3 +446,19 @@ def test_a_parameter_shares_the_write_count_of_the_tensor_it_wraps():
         t.mul_(2)                 # changes p's values, which the product saved
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_an_optimizer_step_between_two_backwards_of_a_kept_graph_is_refused():
+    """loss.backward(retain_graph=True); optimizer.step(); loss.backward(): the second backward would use
+    the weights as they were saved, but the step replaced them (PyTorch refuses the same)."""
+    w = flow.nn.Parameter(flow.tensor([1.0, 2.0]))
+    optimizer = flow.optim.SGD([w], lr=0.1)
+    loss = (w * w).sum()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation.*SGD\.step\(\)"):
+        loss.backward()
+    # A fresh forward after the step is fine.
+    optimizer.zero_grad()
+    (w * w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * w.numpy())

@@ -52,7 +52,7 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean", ignor
     ``ignore_index`` are skipped; ``"mean"`` averages over the others. Unbatched ``(C,)`` logits with a
     0-d target also work."""
     if not isinstance(target, Tensor):
-        target = Tensor(target, device=logits.device)
+        target = Tensor.from_data(target, device=logits.device)
     if logits.ndim == 1 and target.ndim == 0:  # one sample without a batch dimension
         loss = apply(OPS["cross_entropy"], logits.unsqueeze(0), target.unsqueeze(0),
                      reduction=reduction, ignore_index=ignore_index)

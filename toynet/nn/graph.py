@@ -390,5 +390,5 @@ class Graph(GraphStateMixin):
             if old is not None:
                 self._forget_plans()  # they count on the old tensor
             count = [0] if old is None else old.numpy()
-            self.__dict__["_train_step"] = Tensor(count, dtype=backend.int64, device=device)
+            self.__dict__["_train_step"] = Tensor.from_data(count, dtype=backend.int64, device=device)
         return self._train_step

@@ -87,7 +87,12 @@ class DebugPrinter:
             if event == "start":
                 self.log(1, f"{name} start compiling with pass pass_cnt_{index}-{pass_name}")
                 return
-            self.log(1, f"{name} finish compiling with pass pass_cnt_{index}-{pass_name}")
+            memory = payload.after.memory if pass_name == "PlanMemory" else None
+            # The memory plan says what the step's intermediate values will need, before it runs.
+            planned = "" if memory is None else (
+                f": an arena of {_size(memory.arena_bytes)} for {len(memory.buffer_of)} values "
+                f"({_size(memory.bytes_without_reuse)} with an array of their own each)")
+            self.log(1, f"{name} finish compiling with pass pass_cnt_{index}-{pass_name}{planned}")
             if self.level >= 3:
                 print(payload.details(), flush=True)
                 print(f"--- before {pass_name} ---\n{payload.before.format(show_source=True)}", flush=True)
@@ -95,3 +100,7 @@ class DebugPrinter:
             elif self.level >= 2:
                 print(payload.summary(), flush=True)
         return on_pass
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 1e6:.1f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:.1f} kB"

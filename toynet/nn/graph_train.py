@@ -46,7 +46,7 @@ class OptimizerBinding:
         every plan compiled for the graph reads the same tensors, so feeding them once feeds all."""
         groups = self.optimizer.param_groups
         if len(self.lr_tensors) != len(groups) or (self.lr_tensors and self.lr_tensors[0].device != device):
-            self.lr_tensors = [Tensor(float(g["lr"]), dtype=backend.float32, device=device) for g in groups]
+            self.lr_tensors = [Tensor.from_data(float(g["lr"]), dtype=backend.float32, device=device) for g in groups]
             self._fed = [None] * len(groups)
         return self.lr_tensors
 

@@ -229,11 +229,12 @@ class Module:
     # ------------------------------------------------------------------------------ state dict
 
     def state_dict(self, destination: dict | None = None, prefix: str = "", keep_vars: bool = False) -> "OrderedDict":
-        """Every parameter and persistent buffer by dotted name (``"0.weight"``), detached."""
+        """Every parameter and persistent buffer by dotted name (``"0.weight"``), detached. A parameter's
+        entry shares its memory and, as in OneFlow, keeps its ``requires_grad`` (it prints so)."""
         out = OrderedDict() if destination is None else destination
         for name, p in self._parameters.items():
             if p is not None:
-                out[prefix + name] = p if keep_vars else p.detach()
+                out[prefix + name] = p if keep_vars else p.detach().requires_grad_(p.requires_grad)
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent:
                 out[prefix + name] = b if keep_vars else b.detach()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import serialization
+from ..printing import tensor_repr
 from ..tensor import Tensor
 
 
@@ -20,7 +21,7 @@ class Parameter(Tensor):
         if data is None:
             raise TypeError("Parameter() needs a tensor, e.g. nn.Parameter(toynet.zeros(3))")
         if not isinstance(data, Tensor):
-            data = Tensor(data)
+            data = Tensor.from_data(data)
         if data.is_lazy:
             raise RuntimeError("cannot make a Parameter from a lazy tensor inside nn.Graph.build(); create "
                                "parameters in the module's __init__")
@@ -36,7 +37,9 @@ class Parameter(Tensor):
         self.requires_grad_(requires_grad)
 
     def __repr__(self) -> str:
-        return "Parameter containing:\n" + super().__repr__()
+        # OneFlow prints a parameter as the tensor it is, its grad_fn being the node that accumulates
+        # each backward's gradient into .grad (PyTorch writes "Parameter containing:" above instead).
+        return tensor_repr(self, leaf_grad_fn="accumulate_grad")
 
 
 # toynet.save marks parameters ("parameter": true) and toynet.load makes them Parameters again.

@@ -13,12 +13,17 @@ class Relu(Elementwise):
     """``max(a, 0)``; d/da = 1 where a > 0, else 0."""
 
     name = "relu"
+    #: The mask comes from the output (out > 0 exactly where a > 0), so backward never needs the input:
+    #: a compiled graph then frees the input once relu has run, and relu can overwrite it in place.
+    saves_output = True
 
     def forward(self, xp, a, out=None):
-        return xp.maximum(a, 0, out=out)
+        # clip with two bounds has a fast path in NumPy (~3x faster than maximum, which is slowed by NaN
+        # handling); it propagates NaN the same way.
+        return xp.clip(a, 0, float("inf"), out=out)
 
     def vjp(self, grad, inputs, output, **attrs):
-        return (grad * (inputs[0] > 0),)
+        return (grad * (output > 0),)
 
 
 @register
@@ -26,14 +31,13 @@ class Relu6(Elementwise):
     """``min(max(a, 0), 6)``; d/da = 1 where 0 < a < 6, else 0."""
 
     name = "relu6"
+    saves_output = True  # 0 < out < 6 exactly where 0 < a < 6 (see Relu)
 
     def forward(self, xp, a, out=None):
-        out = as_array(xp, xp.maximum(a, 0, out=out))
-        return xp.minimum(out, 6, out=out)
+        return as_array(xp, xp.clip(a, 0, 6, out=out))  # one pass (see Relu)
 
     def vjp(self, grad, inputs, output, **attrs):
-        a = inputs[0]
-        return (grad * ((a > 0) & (a < 6)),)
+        return (grad * ((output > 0) & (output < 6)),)
 
 
 @register

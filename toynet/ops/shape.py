@@ -251,7 +251,7 @@ def split_index(index: Any, tensor_type: type, device: Any) -> tuple[tuple, list
             tensors.append(item)
         elif isinstance(item, (list, tuple)) or backend.is_array(item):
             spec.append(TENSOR_INDEX)
-            tensors.append(tensor_type(item, device=device))
+            tensors.append(tensor_type.from_data(item, device=device))
         elif isinstance(item, slice):
             spec.append(slice(*(None if v is None else int(v) for v in (item.start, item.stop, item.step))))
         elif item is None or item is Ellipsis or isinstance(item, int):

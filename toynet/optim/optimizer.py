@@ -171,6 +171,9 @@ class Optimizer:
         with defer_interrupts():  # commit: nothing below can fail, and a Ctrl-C waits for the end
             for p, new_param, new_state in updates:
                 p.array = new_param.array
+                # New values behind the same tensor: a graph kept with retain_graph=True that saved the
+                # old ones must not backward through them (PyTorch's in-place step bumps the version too).
+                autograd.note_write(p, f"{type(self).__name__}.step()")
                 state = self.state.get(p)
                 if state is None:
                     self.state[p] = new_state

@@ -85,9 +85,11 @@ class Plan:
         state, one block per op, the outputs, the commit of every state update, and the return."""
         memory = self.graph.memory
         if memory is not None:
-            # One raw byte buffer per slot; each value placed in a slot gets a typed view (made once, here).
+            # One raw byte arena, a slice of it per slot; each value placed in a slot gets a typed view of
+            # that slice (made once, here).
             xp = self.device.xp
-            self._raw = [xp.empty(nbytes, dtype=backend.uint8.array_dtype) for nbytes in memory.buffers]
+            arena = xp.empty(memory.arena_bytes, dtype=backend.uint8.array_dtype)
+            self._raw = [arena[offset:offset + nbytes] for offset, nbytes in zip(memory.offsets, memory.buffers)]
             self._views: dict[tuple, str] = {}
         self._var: dict[int, str] = {}   # id(node) -> its name in the generated code
         self._state_index = {name: i for i, name in enumerate(self.state_names)}

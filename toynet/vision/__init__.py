@@ -1,7 +1,8 @@
 """Computer-vision helpers, as ``flowvision`` / ``torchvision`` offer them.
 
-* :mod:`toynet.vision.datasets`: ``CIFAR10`` read from the standard local archive (never downloaded).
-* :mod:`toynet.vision.transforms`: ``ToTensor``, ``Normalize``, ``Compose``, ``RandomCrop``,
+* :mod:`toynet.vision.datasets`: ``CIFAR10``, ``MNIST`` and ``FashionMNIST`` read from their standard
+  local files (never downloaded).
+* :mod:`toynet.vision.transforms`: ``ToTensor``, ``Normalize``, ``Compose``, ``Lambda``, ``RandomCrop``,
   ``RandomHorizontalFlip``.
 * :mod:`toynet.vision.models`: model definitions such as ``mobilenet_v2``.
 

@@ -1,4 +1,5 @@
-"""Image data sets read from local files: CIFAR-10 in its standard "python version" archive.
+"""Image data sets read from local files: CIFAR-10 in its standard "python version" archive (here), and
+MNIST and Fashion-MNIST in their IDX files (:mod:`toynet.vision.mnist`).
 
 toynet never downloads anything. Put the archive where the data set looks for it (the error message
 says exactly where) and it is read from there, either straight out of the ``.tar.gz`` (nothing is
@@ -23,9 +24,11 @@ from typing import Any
 from ..backend import host
 from .cifar_archive import read_archive, read_file
 from .cifar_pickle import PickledArray, read_pickle
+from .mnist import MNIST, FashionMNIST, read_idx  # noqa: F401  (datasets.MNIST, as in torchvision)
 from .pickle_machine import DatasetFormatError
 
-__all__ = ["CIFAR10", "DatasetFormatError", "read_batch", "read_meta", "load_restricted_pickle"]
+__all__ = ["CIFAR10", "MNIST", "FashionMNIST", "DatasetFormatError", "read_batch", "read_meta",
+           "load_restricted_pickle", "read_idx"]
 
 ROW = 3072  # 32 x 32 pixels x 3 colours
 MAX_ROWS = 10_000  # images in one batch file

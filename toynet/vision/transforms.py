@@ -43,6 +43,24 @@ class Compose:
         return f"Compose({inner}\n)"
 
 
+class Lambda:
+    """Wrap any function of one argument as a transform: ``Lambda(lambda y: y * 2)``.
+
+    Used for what no ready-made transform does, e.g. turning an int label into a one-hot tensor in
+    ``target_transform``."""
+
+    def __init__(self, function: Callable):
+        if not callable(function):
+            raise TypeError(f"Lambda expects a function of one argument, got {type(function).__name__}")
+        self.function = function
+
+    def __call__(self, value: Any) -> Any:
+        return self.function(value)
+
+    def __repr__(self) -> str:
+        return "Lambda()"
+
+
 class ToTensor:
     """HWC image (``uint8`` host array or PIL image) -> CHW ``float32`` tensor with values in [0, 1].
 

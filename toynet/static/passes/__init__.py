@@ -8,8 +8,11 @@ is never modified, so a learner can print or draw the graph before and after any
 2. :func:`~.fold.fold_constants`            compute at compile time what depends only on constants
 3. :func:`~.cse.eliminate_common_subexpressions`  compute identical expressions once
 4. :func:`~.dce.eliminate_dead_code`       again: folding and merging leave unused nodes behind
-5. :func:`~.fuse.fuse_elementwise`          chains of elementwise ops become one kernel
-6. :func:`~.memory.plan_memory`             give values buffers, reused once their last reader ran
+5. :func:`~.fold_batch_norm.fold_batch_norm`  conv -> BatchNorm (eval) -> relu6 becomes one conv
+6. :func:`~.recompute.recompute_activations`  backward recomputes relu6(batch_norm(x)) instead of keeping it
+7. :func:`~.layout.plan_layout`             1x1/depthwise convs, BatchNorm and what lies between run NHWC
+8. :func:`~.fuse.fuse_elementwise`          chains of elementwise ops become one kernel
+9. :func:`~.memory.plan_memory`             place values in one arena, sharing memory when lifetimes don't overlap
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from ..ir import Graph
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold import fold_constants
+from .fold_batch_norm import fold_batch_norm
 from .fuse import fuse_elementwise
+from .layout import plan_layout
 from .memory import plan_memory
+from .recompute import recompute_activations
 from .report import Pass, PassReport, timed
 
 __all__ = ["PASS_NAMES", "Pass", "PassReport", "default_pipeline", "optimize", "timed"]
@@ -34,13 +40,16 @@ def default_pipeline() -> list[tuple[str, Pass]]:
         ("FoldConstants", fold_constants),
         ("EliminateCommonSubexpressions", eliminate_common_subexpressions),
         ("EliminateDeadCode", eliminate_dead_code),
+        ("FoldBatchNorm", fold_batch_norm),
+        ("RecomputeActivations", recompute_activations),
+        ("ChannelsLast", plan_layout),
         ("FuseElementwise", fuse_elementwise),
         ("PlanMemory", plan_memory),
     ]
 
 
-PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "FuseElementwise",
-              "PlanMemory")
+PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "FoldBatchNorm",
+              "RecomputeActivations", "ChannelsLast", "FuseElementwise", "PlanMemory")
 
 
 def optimize(graph: Graph, disabled: Iterable[str] = (), on_pass: Callable | None = None

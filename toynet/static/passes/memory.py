@@ -44,16 +44,18 @@ class MemoryPlan:
     copy_outputs: set = field(default_factory=set)                      # outputs that alias reused memory
     last_use: dict[str, int] = field(default_factory=dict)              # node -> position of last reader
     inplace: dict[str, str] = field(default_factory=dict)               # node -> input whose buffer it reuses
+    offsets: list[int] = field(default_factory=list)                    # slot -> where it starts in the arena
+    arena_bytes: int = 0                                                # one allocation holds every slot
     bytes_without_reuse: int = 0
     bytes_pooled: int = 0
 
     def describe(self) -> str:
-        lines = [f"{len(self.buffers)} buffers, {self.bytes_pooled / 1e6:.3f} MB "
+        lines = [f"{len(self.buffers)} buffers in one arena of {self.bytes_pooled / 1e6:.3f} MB "
                  f"(instead of {self.bytes_without_reuse / 1e6:.3f} MB without reuse); "
                  f"{len(self.inplace)} ops in place, {len(self.commits)} state updates staged and copied in "
                  "at the end"]
         for name, slot in self.buffer_of.items():
-            lines.append(f"  %{name} -> buffer {slot} ({self.buffers[slot]} bytes)")
+            lines.append(f"  %{name} -> buffer {slot} ({self.buffers[slot]} bytes at offset {self.offsets[slot]})")
         for state, name in self.commits.items():
             lines.append(f"  %{name} -> state {state} (at the end)")
         return "\n".join(lines)
@@ -123,30 +125,37 @@ def _extend_through_views(life: _Lifetimes) -> None:
                 life.readers.setdefault(id(base), []).append(r)
 
 
-class _Pool:
-    """Raw byte buffers, each either free or holding one live value. A buffer is untyped memory: any value
-    that fits can use it (viewed with its own shape and dtype), so a dying activation's memory serves the
-    next value of any shape. Sizes are settled when planning ends, so a buffer may grow to fit its largest user."""
+#: Every buffer starts at a multiple of this many bytes in the arena (aligned for any dtype and SIMD load).
+ALIGNMENT = 64
 
-    def __init__(self, sizes: list[int]):
-        self.sizes = sizes     # slot -> bytes (the plan's ``buffers`` list, filled in here)
-        self.free: list[int] = []
 
-    def take(self, nbytes: int) -> int:
-        fitting = [b for b in self.free if self.sizes[b] >= nbytes]
-        if fitting:
-            best = min(fitting, key=lambda b: self.sizes[b])   # the tightest fit wastes least
-        elif self.free:
-            best = max(self.free, key=lambda b: self.sizes[b])  # grow the largest: least extra memory
-            self.sizes[best] = nbytes
-        else:
-            self.sizes.append(nbytes)
-            return len(self.sizes) - 1
-        self.free.remove(best)
-        return best
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // ALIGNMENT) * ALIGNMENT
 
-    def give_back(self, slot: int) -> None:
-        self.free.append(slot)
+
+def _place(sizes: list[int], spans: list[tuple[int, int]]) -> tuple[list[int], int]:
+    """Offsets in one arena for buffers of these ``sizes`` alive during these ``spans`` (first and last op,
+    inclusive), such that two buffers alive at the same time never overlap; and the arena's size.
+
+    "Greedy by size", as TensorFlow Lite's arena planner does it: the largest buffers are placed first,
+    each at the lowest offset that is free during its whole lifetime. Handing freed buffers on in op
+    order instead (first come, first served) leaves holes that fit nothing later: on MobileNetV2's
+    training step it needed a third more memory than the largest set of values alive at once.
+    """
+    offsets = [0] * len(sizes)
+    placed: list[int] = []
+    for b in sorted(range(len(sizes)), key=lambda k: (-sizes[k], spans[k])):
+        start, end = spans[b]
+        busy = sorted((offsets[o], offsets[o] + sizes[o]) for o in placed
+                      if spans[o][0] <= end and start <= spans[o][1])
+        offset = 0
+        for low, high in busy:
+            if offset + sizes[b] <= low:
+                break
+            offset = max(offset, high)
+        offsets[b] = offset
+        placed.append(b)
+    return offsets, max((o + n for o, n in zip(offsets, sizes)), default=0)
 
 
 def _in_place_input(n: Node, i: int, life: _Lifetimes, slot_of: dict[int, int]) -> Node | None:
@@ -164,10 +173,12 @@ def _in_place_input(n: Node, i: int, life: _Lifetimes, slot_of: dict[int, int]) 
 
 
 def _assign_buffers(life: _Lifetimes, plan: MemoryPlan) -> None:
-    """Phase 3: walking the ops in order, give each value that can be written into a buffer: over a dying
-    input where the op is elementwise, else from the pool; values read for the last time hand theirs back."""
-    pool = _Pool(plan.buffers)
-    slot_of: dict[int, int] = {}   # id(value) -> the slot it lives in, while it lives
+    """Phase 3: walking the ops in order, give each value that can be written into a buffer: the buffer of
+    a dying input where the op is elementwise (in place), else a buffer of its own; then place all the
+    buffers in one arena, where buffers alive at different times share memory (:func:`_place`)."""
+    slot_of: dict[int, int] = {}   # id(value) -> its buffer, while it lives
+    spans: list[list[int]] = []    # buffer -> [first op, last op] it is needed
+    last = len(life.ops)           # (a value read after the last op, END, lives to here)
     for i, n in enumerate(life.ops):
         owns_buffer = writes_out(n) and id(n) not in life.outputs
         plan.bytes_without_reuse += _nbytes(n) if owns_buffer else 0
@@ -177,14 +188,18 @@ def _assign_buffers(life: _Lifetimes, plan: MemoryPlan) -> None:
                 slot = slot_of.pop(id(over))
                 plan.inplace[n.name] = over.name
             else:
-                slot = pool.take(_nbytes(n))
+                slot = len(plan.buffers)
+                plan.buffers.append(_aligned(_nbytes(n)))
+                spans.append([i, i])
             slot_of[id(n)] = slot
             plan.buffer_of[n.name] = slot
             if id(n) in life.update_targets:
                 life.last_use[id(n)] = END  # staged: copied into its state after the last op
+            spans[slot][1] = max(spans[slot][1], min(life.last_use.get(id(n), i), last))
         for x in dict.fromkeys(n.input_nodes):
             if life.last_use.get(id(x)) == i and id(x) in slot_of:
-                pool.give_back(slot_of.pop(id(x)))
+                slot_of.pop(id(x))
+    plan.offsets, plan.arena_bytes = _place(plan.buffers, [tuple(span) for span in spans])
 
 
 def _copies(graph: Graph, life: _Lifetimes, plan: MemoryPlan) -> None:
@@ -207,9 +222,10 @@ def _run(graph: Graph, report: PassReport) -> Graph:
     _assign_buffers(life, plan)
     _copies(graph, life, plan)
     plan.last_use = {n.name: life.last_use.get(id(n), -1) for n in life.ops}
-    plan.bytes_pooled = sum(plan.buffers)
+    plan.bytes_pooled = plan.arena_bytes
     graph.memory = plan
-    report.notes.append(f"{len(plan.buffers)} buffers for {len(plan.buffer_of)} values, "
+    report.notes.append(f"{len(plan.buffers)} buffers for {len(plan.buffer_of)} values in "
+                        f"{plan.arena_bytes / 1e6:.1f} MB, "
                         f"{len(plan.inplace)} in place, {len(plan.commits)} state updates staged")
     return graph
 

@@ -45,14 +45,14 @@ def default_collate(batch: list) -> Any:
             raise TypeError(f"default_collate: cannot batch arrays of dtype {first.dtype}; convert them to "
                             f"numbers in the dataset or a transform")
         _require_same_shape(batch)
-        return Tensor(host.stack(batch))
+        return Tensor.from_data(host.stack(batch))
     if isinstance(first, bool):
         _require_all(batch, bool, "bools")
-        return Tensor(batch, dtype=backend.bool_)
+        return Tensor.from_data(batch, dtype=backend.bool_)
     if isinstance(first, (int, float)):
         _require_all(batch, (int, float), "numbers")
         is_float = any(isinstance(x, float) for x in batch)
-        return Tensor(batch, dtype=backend.float32 if is_float else backend.int64)
+        return Tensor.from_data(batch, dtype=backend.float32 if is_float else backend.int64)
     if isinstance(first, str):
         _require_all(batch, str, "strings")
         return list(batch)

@@ -1,0 +1,225 @@
+"""Ops that only Graph mode's compiler writes: a convolution with its BatchNorm and activation folded
+in, optionally working on channels-last (NHWC) images, and the two layout conversions.
+
+Eager mode runs ``conv2d``, then ``batch_norm``, then ``relu6``: three passes over the activations, and
+every intermediate is a tensor a user could look at, so each must exist in the standard NCHW layout.
+A compiled inference graph sees the whole chain at once, and no one can look in between, so the passes
+:mod:`toynet.static.passes.fold_batch_norm` and :mod:`toynet.static.passes.layout` rewrite it into:
+
+``conv2d_fused(x, w[, b][, mean, var[, gamma, beta]])``
+    In eval mode BatchNorm is an affine map per channel, ``y * s + t`` with ``s = gamma / sqrt(var +
+    eps)`` and ``t = beta - mean * s``, and so is the convolution in its output channel: folding gives
+    one convolution with weights ``w * s`` and bias ``b * s + t``. The fold is computed from the
+    *current* BatchNorm statistics and weights on every call: it touches only the weights (kilobytes),
+    never the activations, and can never be stale when a parameter changes. The activation (relu or
+    relu6) then runs in place on the output, with no extra buffer.
+``conv2d_nhwc_grad_input(g, w)`` / ``conv2d_nhwc_grad_weight(x, g)``
+    the two gradients of a channels-last convolution, for training graphs (kernels in :mod:`.conv_nhwc`).
+``to_channels_last(x)`` / ``to_channels_first(x)``
+    NCHW <-> NHWC copies at the borders of a channels-last region. Inside one, a 1x1 convolution is a
+    single matrix product ``(N*H*W, C) @ (C, O)`` and a depthwise one slides over contiguous channels,
+    with no transposes in between (see ``channels_last=True`` below).
+
+None of these has a vjp: the passes write them after differentiation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import conv_kernels as kernels
+from ._op import Op, ShapeError, register, shape_of
+from .conv import check_conv, forward_kernel
+from . import conv_nhwc
+from .conv_nhwc import activate, depthwise_nhwc, nchw, nhwc, pointwise_nhwc
+
+#: The activations a fused convolution can apply in place.
+ACTIVATIONS = (None, "relu", "relu6")
+
+
+def fold_batch_norm(xp: Any, w: Any, b: Any, norm: tuple, eps: float) -> tuple[Any, Any]:
+    """``(w * s, b * s + t)``: the weights and bias of the convolution with BatchNorm folded in."""
+    mean, var, *affine = norm
+    scale = 1.0 / xp.sqrt(var + eps)
+    if affine:
+        scale = scale * affine[0]
+    shift = -mean * scale
+    if affine:
+        shift = shift + affine[1]
+    if b is not None:
+        shift = shift + b * scale
+    return w * scale.reshape(-1, 1, 1, 1).astype(w.dtype, copy=False), shift.astype(w.dtype, copy=False)
+
+
+def kernel_for(x_shape_nchw: tuple, w_shape: tuple, padding: tuple, groups: int) -> str:
+    """The kernel a convolution runs ("pointwise", "depthwise" or "dense"); channels-last has the first two."""
+    return kernels.kind(x_shape_nchw, w_shape, padding, groups)
+
+
+# ------------------------------------------------------------------------------------------------ ops
+
+
+def _split(params: tuple, bias: bool, norm: str | None) -> tuple[Any, tuple]:
+    """The op's extra inputs as ``(bias or None, BatchNorm tensors)``."""
+    b = params[0] if bias else None
+    return b, tuple(params[1:] if bias else params)
+
+
+@register
+class Conv2dFused(Op):
+    """``act(batch_norm(conv2d(x, w) + b))`` as one kernel; see the module docstring.
+
+    Attributes (besides conv2d's): ``bias`` (a bias input follows ``w``), ``norm`` (None, ``"plain"``:
+    mean and var follow, ``"affine"``: mean, var, gamma and beta follow), ``eps``, ``activation``
+    (None, ``"relu"``, ``"relu6"``) and ``channels_last`` (``x`` and the output are NHWC).
+    """
+
+    name = "conv2d_fused"
+    supports_out = True
+
+    def forward(self, xp, x, w, *params, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=False,
+                norm=None, eps=1e-5, activation=None, channels_last=False, out=None):
+        b, norm_inputs = _split(params, bias, norm)
+        if norm is not None:
+            w, b = fold_batch_norm(xp, w, b, norm_inputs, eps)
+        if channels_last:
+            if out is None:
+                out = xp.empty(self._nhwc_out(x.shape, w.shape, stride, padding, dilation), dtype=x.dtype)
+            if kernel_for(nchw(x.shape), w.shape, padding, groups) == "pointwise":
+                return pointwise_nhwc(xp, x, w, b, activation, stride, out)
+            return depthwise_nhwc(xp, x, w, b, activation, stride, padding, dilation, out)
+        else:
+            y = forward_kernel(xp, x, w, stride, padding, dilation, groups)
+            if b is not None:
+                y += b.reshape(1, -1, 1, 1)
+            if out is None:
+                out = y
+            else:
+                out[...] = y
+        return activate(xp, out, activation)
+
+    @staticmethod
+    def _nhwc_out(x_shape, w_shape, stride, padding, dilation) -> tuple:
+        _, (ho, wo) = kernels.geometry(nchw(x_shape), w_shape, stride, padding, dilation)
+        return (x_shape[0], ho, wo, w_shape[0])
+
+    def infer(self, x, w, *params, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=False,
+              norm=None, eps=1e-5, activation=None, channels_last=False):
+        if activation not in ACTIVATIONS:
+            raise ShapeError(f"conv2d_fused: activation must be one of {ACTIVATIONS}, got {activation!r}")
+        if norm not in (None, "plain", "affine"):
+            raise ShapeError(f"conv2d_fused: norm must be None, 'plain' or 'affine', got {norm!r}")
+        wanted = int(bias) + {None: 0, "plain": 2, "affine": 4}[norm]
+        if len(params) != wanted:
+            raise ShapeError(f"conv2d_fused: bias={bias}, norm={norm!r} take {wanted} inputs after the weight, "
+                             f"got {len(params)}")
+        x_shape = shape_of(x)
+        if len(x_shape) != 4:
+            raise ShapeError(f"conv2d_fused: expected a 4-d input, got shape {x_shape}")
+        logical = nchw(x_shape) if channels_last else x_shape
+        shape = check_conv(self.name, logical, shape_of(w), stride, padding, dilation, groups)
+        for k, p in enumerate(params):
+            if shape_of(p) != (shape[1],):
+                raise ShapeError(f"conv2d_fused: input {k + 2} has shape {shape_of(p)}; bias and BatchNorm "
+                                 f"tensors have one value per output channel: ({shape[1]},)")
+        if channels_last and kernel_for(logical, shape_of(w), padding, groups) == "dense":
+            raise ShapeError("conv2d_fused: channels_last=True serves 1x1 and depthwise convolutions only")
+        return (nhwc(shape) if channels_last else shape), x.dtype
+
+    def describe(self, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=False, norm=None, eps=1e-5,
+                 activation=None, channels_last=False):
+        parts = ["conv2d"] + (["batch_norm"] if norm else []) + ([activation] if activation else [])
+        settings = [f"stride={stride}"] if stride != (1, 1) else []
+        settings += [f"groups={groups}"] if groups != 1 else []
+        settings += ["NHWC"] if channels_last else []
+        return "+".join(parts) + (f"[{', '.join(settings)}]" if settings else "")
+
+
+class _Conv2dNhwcGrad(Op):
+    """Shared by the two backward ops of a channels-last convolution (1x1 or depthwise only)."""
+
+    def check(self, x_shape: tuple, w_shape: tuple, g_shape: tuple, stride, padding, dilation, groups) -> None:
+        expected = check_conv(self.name, nchw(x_shape), w_shape, stride, padding, dilation, groups)
+        if tuple(g_shape) != nhwc(expected):
+            raise ShapeError(f"{self.name}: the output gradient has shape {tuple(g_shape)}, but the "
+                             f"convolution's (NHWC) output has shape {nhwc(expected)}")
+        if kernel_for(nchw(x_shape), w_shape, padding, groups) == "dense":
+            raise ShapeError(f"{self.name}: serves 1x1 and depthwise convolutions only")
+
+
+@register
+class Conv2dNhwcGradInput(_Conv2dNhwcGrad):
+    """``dL/dx`` (NHWC) of a channels-last convolution, from the NHWC output gradient and the weight."""
+
+    name = "conv2d_nhwc_grad_input"
+    supports_out = True
+
+    def forward(self, xp, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
+        x_shape = tuple(input_shape)
+        if kernel_for(nchw(x_shape), w.shape, padding, groups) == "pointwise":
+            return conv_nhwc.pointwise_grad_input_nhwc(xp, g, w, x_shape, stride, out)
+        return conv_nhwc.depthwise_grad_input_nhwc(xp, g, w, x_shape, stride, padding, dilation, out)
+
+    def infer(self, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+        self.check(tuple(input_shape), shape_of(w), shape_of(g), stride, padding, dilation, groups)
+        return tuple(input_shape), g.dtype
+
+    def describe(self, input_shape=(), stride=(1, 1), groups=1, **attrs):
+        return "conv2d_grad_input[NHWC" + (f", stride={stride}" if stride != (1, 1) else "") + (
+            f", groups={groups}]" if groups != 1 else "]")
+
+
+@register
+class Conv2dNhwcGradWeight(_Conv2dNhwcGrad):
+    """``dL/dw`` (in the weight's own layout) of a channels-last convolution, from NHWC ``x`` and ``g``."""
+
+    name = "conv2d_nhwc_grad_weight"
+
+    def forward(self, xp, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+        w_shape = tuple(weight_shape)
+        if kernel_for(nchw(x.shape), w_shape, padding, groups) == "pointwise":
+            return conv_nhwc.pointwise_grad_weight_nhwc(xp, x, g, w_shape, stride)
+        return conv_nhwc.depthwise_grad_weight_nhwc(xp, x, g, w_shape, stride, padding, dilation)
+
+    def infer(self, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+        self.check(shape_of(x), tuple(weight_shape), shape_of(g), stride, padding, dilation, groups)
+        return tuple(weight_shape), x.dtype
+
+    def describe(self, weight_shape=(), stride=(1, 1), groups=1, **attrs):
+        return "conv2d_grad_weight[NHWC" + (f", stride={stride}" if stride != (1, 1) else "") + (
+            f", groups={groups}]" if groups != 1 else "]")
+
+
+class _Transpose4d(Op):
+    """A layout conversion: a contiguous copy of a 4-d array with its axes permuted."""
+
+    supports_out = True
+    axes: tuple = ()
+
+    def forward(self, xp, x, out=None):
+        if out is None:
+            return xp.ascontiguousarray(x.transpose(self.axes))
+        out[...] = x.transpose(self.axes)
+        return out
+
+    def infer(self, x):
+        shape = shape_of(x)
+        if len(shape) != 4:
+            raise ShapeError(f"{self.name}: expected a 4-d tensor, got shape {shape}")
+        return tuple(shape[a] for a in self.axes), x.dtype
+
+
+@register
+class ToChannelsLast(_Transpose4d):
+    """(N, C, H, W) -> (N, H, W, C)."""
+
+    name = "to_channels_last"
+    axes = (0, 2, 3, 1)
+
+
+@register
+class ToChannelsFirst(_Transpose4d):
+    """(N, H, W, C) -> (N, C, H, W)."""
+
+    name = "to_channels_first"
+    axes = (0, 3, 1, 2)

@@ -1,0 +1,115 @@
+"""Elementwise maths as tensor methods (``x.sin()``) and as functions (``toynet.sin(x)``).
+
+The functions OneFlow and PyTorch offer besides the few every network needs (those, ``exp``, ``log``,
+``tanh``..., live in :mod:`toynet.tensor_methods` and :mod:`toynet.functional`). Each one only calls
+the op of the same name in the table (:mod:`toynet.ops.trigonometry`, :mod:`toynet.ops.maths`,
+:mod:`toynet.ops.rounding`), where its forward and gradient rules are. The methods are attached to
+``Tensor`` as :mod:`toynet.tensor_methods` attaches its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .ops import OPS
+from .tensor import Tensor, apply
+from .tensor_methods import attach
+
+class TensorMaths:
+    """Attached to :class:`~toynet.tensor.Tensor` below; never instantiated."""
+
+    def sin(self) -> Tensor:
+        return apply(OPS["sin"], self)
+
+    def cos(self) -> Tensor:
+        return apply(OPS["cos"], self)
+
+    def tan(self) -> Tensor:
+        return apply(OPS["tan"], self)
+
+    def asin(self) -> Tensor:
+        return apply(OPS["asin"], self)
+
+    def acos(self) -> Tensor:
+        return apply(OPS["acos"], self)
+
+    def atan(self) -> Tensor:
+        return apply(OPS["atan"], self)
+
+    def sinh(self) -> Tensor:
+        return apply(OPS["sinh"], self)
+
+    def cosh(self) -> Tensor:
+        return apply(OPS["cosh"], self)
+
+    def asinh(self) -> Tensor:
+        return apply(OPS["asinh"], self)
+
+    def acosh(self) -> Tensor:
+        return apply(OPS["acosh"], self)
+
+    def atanh(self) -> Tensor:
+        return apply(OPS["atanh"], self)
+
+    def erf(self) -> Tensor:
+        return apply(OPS["erf"], self)
+
+    def erfc(self) -> Tensor:
+        return apply(OPS["erfc"], self)
+
+    def expm1(self) -> Tensor:
+        return apply(OPS["expm1"], self)
+
+    def log1p(self) -> Tensor:
+        return apply(OPS["log1p"], self)
+
+    def log2(self) -> Tensor:
+        return apply(OPS["log2"], self)
+
+    def log10(self) -> Tensor:
+        return apply(OPS["log10"], self)
+
+    def reciprocal(self) -> Tensor:
+        return apply(OPS["reciprocal"], self)
+
+    def square(self) -> Tensor:
+        return apply(OPS["square"], self)
+
+    def floor(self) -> Tensor:
+        return apply(OPS["floor"], self)
+
+    def ceil(self) -> Tensor:
+        return apply(OPS["ceil"], self)
+
+    def round(self) -> Tensor:
+        return apply(OPS["round"], self)
+
+    def trunc(self) -> Tensor:
+        return apply(OPS["trunc"], self)
+
+    # PyTorch's longer names of the inverse functions, which OneFlow accepts too.
+    arcsin, arccos, arctan = asin, acos, atan
+    arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+
+attach(TensorMaths, Tensor)
+
+
+def _function(name: str) -> Any:
+    """``toynet.<name>(x)``: the method of the same name, called on ``x`` (a tensor or anything
+    ``toynet.tensor`` accepts, as in OneFlow)."""
+    method = getattr(Tensor, name)
+
+    def function(x: Any) -> Tensor:
+        return method(x if isinstance(x, Tensor) else Tensor.from_data(x))
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``toynet.{name}(x)`` is ``x.{name}()``: see :class:`TensorMaths`."
+    return function
+
+
+(sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, erf, erfc, expm1, log1p, log2, log10,
+ reciprocal, square, floor, ceil, round, trunc, sign) = (_function(n) for n in (  # noqa: A001
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc",
+    "expm1", "log1p", "log2", "log10", "reciprocal", "square", "floor", "ceil", "round", "trunc", "sign"))
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh

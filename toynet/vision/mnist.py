@@ -1,0 +1,161 @@
+"""MNIST and Fashion-MNIST, read from their standard IDX files (``train-images-idx3-ubyte.gz``...).
+
+Both data sets ship as four files in the same format (Yann LeCun's "IDX"), gzip-compressed:
+
+    bytes 0-1   0x00 0x00
+    byte  2     the element type: 0x08 is unsigned byte, the only one these data sets use
+    byte  3     the number of dimensions: 3 for images (count, rows, columns), 1 for labels (count)
+    then        one big-endian uint32 per dimension, then the elements, row-major
+
+A file is data from outside, so the header is checked before anything is allocated: the magic bytes,
+the number of dimensions, each dimension against a cap (28 x 28 pixels, at most :data:`MAX_ITEMS` items),
+and then the body must have exactly the size the header promised (at most one byte more is ever
+decompressed, so a "zip bomb" cannot fill the memory). Anything else raises
+:class:`~toynet.vision.pickle_machine.DatasetFormatError` naming the file and what was wrong.
+
+toynet never downloads: the files go in ``root/MNIST/raw/`` (or ``root/FashionMNIST/raw/``), where
+torchvision and flowvision put them, compressed or not. ``download=True`` only checks they are there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from ..backend import host  # image files are host data
+from .pickle_machine import DatasetFormatError
+
+__all__ = ["MNIST", "FashionMNIST", "read_idx"]
+
+UNSIGNED_BYTE = 0x08
+SIDE = 28  # pixels per row and per column
+MAX_ITEMS = 100_000  # the training files hold 60,000; a cap keeps a damaged header from allocating gigabytes
+
+
+def read_idx(path: str | os.PathLike, ndim: int, max_items: int = MAX_ITEMS) -> Any:
+    """The uint8 array of an IDX file of ``ndim`` dimensions (``.gz`` or not), read-only.
+
+    For ``ndim == 3`` the array is (N, 28, 28); for ``ndim == 1`` it is (N,). Raises
+    :class:`DatasetFormatError` on a header or size that is not MNIST's."""
+    path = os.fspath(path)
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as stream:
+            return _read_stream(stream, path, ndim, max_items)
+    except (OSError, EOFError, zlib.error) as error:  # what gzip raises on a damaged archive
+        raise DatasetFormatError(f"{path}: not a readable {'gzip ' if opener is gzip.open else ''}file "
+                                 f"({error}); replace it with the original") from error
+
+
+def _read_stream(stream: BinaryIO, path: str, ndim: int, max_items: int) -> Any:
+    magic = stream.read(4)
+    if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] != UNSIGNED_BYTE or magic[3] != ndim:
+        raise DatasetFormatError(
+            f"{path}: the magic number is {magic.hex() or 'missing'}, expected 000008{ndim:02x} (unsigned "
+            f"bytes, {ndim} dimension{'s' if ndim > 1 else ''}): is this an "
+            f"{'image' if ndim == 3 else 'label'} file of MNIST?")
+    header = stream.read(4 * ndim)
+    if len(header) < 4 * ndim:
+        raise DatasetFormatError(f"{path}: the file ends inside its {4 + 4 * ndim}-byte header; it is truncated")
+    dims = tuple(int.from_bytes(header[4 * i:4 * i + 4], "big") for i in range(ndim))
+    if dims[0] > max_items:
+        raise DatasetFormatError(f"{path}: the header announces {dims[0]} items, more than the {max_items} "
+                                 f"allowed (MNIST has 60,000); the file is damaged or not MNIST")
+    if ndim == 3 and dims[1:] != (SIDE, SIDE):
+        raise DatasetFormatError(f"{path}: images of {dims[1]}x{dims[2]} pixels, expected {SIDE}x{SIDE}")
+    size = int(host.prod(dims))
+    body = stream.read(size + 1)  # one byte more than promised: enough to see that there is more
+    if len(body) != size:
+        raise DatasetFormatError(f"{path}: the header promises {size} bytes of data for shape {dims}, the "
+                                 f"file has {'more' if len(body) > size else len(body)}; it is damaged")
+    array = host.frombuffer(body, dtype=host.uint8).reshape(dims)
+    array.flags.writeable = False  # items are views: a transform must not edit the data set
+    return array
+
+
+class MNIST:
+    """MNIST: 70,000 grey 28x28 images of handwritten digits (60,000 train, 10,000 test).
+
+    ``dataset[i]`` is ``(image, label)``: the image a (28, 28) ``uint8`` host array (``ToTensor`` makes it
+    a (1, 28, 28) float32 tensor) after ``transform``, the label an int after ``target_transform``.
+    ``data`` holds all images (N, 28, 28), ``targets`` the labels, ``classes`` the class names.
+
+    toynet never downloads: ``download=True`` with the files present does nothing more; with a file
+    absent it stops at once, saying where to put which files (``source_url``, if given, is where it says
+    to get them).
+    """
+
+    files = {True: ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+             False: ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+    url = "https://ossci-datasets.s3.amazonaws.com/mnist/"
+    classes = ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five", "6 - six", "7 - seven",
+               "8 - eight", "9 - nine"]
+
+    def __init__(self, root: str | os.PathLike, train: bool = True, transform: Callable | None = None,
+                 target_transform: Callable | None = None, download: bool = False, source_url: str | None = None):
+        self.root = os.path.expanduser(os.fspath(root))
+        self.train = train
+        self.transform = transform
+        self.target_transform = target_transform
+        self.source_url = source_url or self.url
+        images_name, labels_name = self.files[bool(train)]
+        self.data = read_idx(self._find(images_name, download), ndim=3)
+        labels = read_idx(self._find(labels_name, download), ndim=1)
+        if len(labels) != len(self.data):
+            raise DatasetFormatError(f"{self.raw_folder}: {len(self.data)} images but {len(labels)} labels; "
+                                     f"the two files do not belong together")
+        if labels.size and labels.max() >= len(self.classes):
+            raise DatasetFormatError(f"{self.raw_folder}: label {int(labels.max())} is outside 0..9; the label "
+                                     f"file is damaged")
+        self.targets = labels.tolist()  # Python ints: what dataset[i] returns and DataLoader batches
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+
+    @property
+    def raw_folder(self) -> str:
+        return os.path.join(self.root, type(self).__name__, "raw")
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        image, target = self.data[index], self.targets[index]
+        if self.transform is not None:
+            image = self.transform(image)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return image, target
+
+    def __repr__(self) -> str:
+        lines = [f"Dataset {type(self).__name__}", f"    Number of datapoints: {len(self)}",
+                 f"    Root location: {self.root}", f"    Split: {'Train' if self.train else 'Test'}"]
+        if self.transform is not None:
+            lines.append("    StandardTransform\n    Transform: " + repr(self.transform).replace("\n", "\n    "))
+        if self.target_transform is not None:
+            lines.append(f"    Target transform: {self.target_transform!r}")
+        return "\n".join(lines)
+
+    def _find(self, name: str, download: bool) -> str:
+        """The path of file ``name``: compressed (as distributed) or already extracted."""
+        for candidate in (name + ".gz", name):
+            path = os.path.join(self.raw_folder, candidate)
+            if os.path.isfile(path):
+                return path
+        wanted = [n + ".gz" for pair in self.files.values() for n in pair]
+        why = ("download=True cannot help: toynet never downloads data (this machine may have no internet). "
+               if download else "")
+        raise FileNotFoundError(
+            f"{type(self).__name__} not found: there is no {os.path.join(self.raw_folder, name + '.gz')} (nor "
+            f"the extracted {name}). {why}Get the four files {', '.join(wanted)} from {self.source_url} and put "
+            f"them, compressed or not, in {self.raw_folder}{os.sep}")
+
+
+class FashionMNIST(MNIST):
+    """Fashion-MNIST: 70,000 grey 28x28 images of clothes in 10 classes, in MNIST's exact format and
+    file names (a drop-in replacement that is harder to fit). Files in ``root/FashionMNIST/raw/``."""
+
+    url = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+    classes = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+               "Ankle boot"]
