@@ -60,9 +60,9 @@ class ToynetRep(_base.BackendRep):
             try:
                 graph = load(self.model, input_shapes=shapes, known_inputs=known)
             except NeedsConstant as error:
-                if error.onnx_name not in values or error.onnx_name in self.as_constants:
+                if not error.origins or not error.origins <= set(values) or error.origins <= self.as_constants:
                     raise
-                self.as_constants.add(error.onnx_name)
+                self.as_constants |= error.origins
                 continue
             self._built[key] = graph
             return graph

@@ -22,7 +22,10 @@ _DIRECT = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "neg": "Neg",
            "abs": "Abs", "sign": "Sign", "maximum": "Max", "minimum": "Min", "where": "Where",
            "matmul": "MatMul", "eq": "Equal", "gt": "Greater", "ge": "GreaterOrEqual", "lt": "Less",
            "le": "LessOrEqual", "logical_and": "And", "logical_or": "Or", "logical_not": "Not",
-           "identity": "Identity", "to_device": "Identity"}
+           "identity": "Identity", "to_device": "Identity", "sin": "Sin", "cos": "Cos", "tan": "Tan",
+           "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh",
+           "acosh": "Acosh", "atanh": "Atanh", "erf": "Erf", "floor": "Floor", "ceil": "Ceil", "round": "Round",
+           "reciprocal": "Reciprocal"}
 
 
 class Writer:

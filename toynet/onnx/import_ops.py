@@ -62,7 +62,10 @@ for _onnx, _toynet in {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "
                        "Log": "log", "Sqrt": "sqrt", "Sign": "sign", "Where": "where", "Equal": "eq",
                        "Greater": "gt", "GreaterOrEqual": "ge", "Less": "lt", "LessOrEqual": "le",
                        "And": "logical_and", "Or": "logical_or", "Not": "logical_not", "MatMul": "matmul",
-                       "Identity": "identity"}.items():
+                       "Identity": "identity", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin",
+                       "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh",
+                       "Acosh": "acosh", "Atanh": "atanh", "Erf": "erf", "Floor": "floor", "Ceil": "ceil",
+                       "Round": "round", "Reciprocal": "reciprocal"}.items():
     IMPORTERS[_onnx] = _simple(_toynet)
 
 
@@ -87,9 +90,15 @@ def _xor(b, args, attrs):
     return b.op("ne", *args)
 
 
-@importer("Reciprocal")
-def _reciprocal(b, args, attrs):
-    return b.op("div", 1.0, args[0])
+@importer("Gelu")
+def _gelu(b, args, attrs):
+    x = args[0]
+    approximate = attrs.get("approximate", b"none")
+    if (approximate.decode() if isinstance(approximate, bytes) else approximate) == "tanh":
+        inner = b.op("mul", b.op("add", x, b.op("mul", b.op("mul", b.op("mul", x, x), x), 0.044715)),
+                     0.7978845608028654)  # sqrt(2 / pi)
+        return b.op("mul", b.op("mul", x, 0.5), b.op("add", b.op("tanh", inner), 1.0))
+    return b.op("mul", b.op("mul", x, 0.5), b.op("add", b.op("erf", b.op("mul", x, 0.7071067811865476)), 1.0))
 
 
 @importer("LeakyRelu")

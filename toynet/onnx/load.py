@@ -33,23 +33,24 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 class NeedsConstant(ValueError):
-    """A value that must be known before the graph runs (a shape, axes) is computed, or is a graph input
-    (``onnx_name``): the backend test runner then takes that input as a constant."""
+    """A value that must be known before the graph runs (a shape, axes) is computed from graph inputs
+    (``origins``, their ONNX names): the backend test runner then takes those inputs as constants."""
 
-    def __init__(self, message: str, onnx_name: str):
+    def __init__(self, message: str, origins: frozenset):
         super().__init__(message)
-        self.onnx_name = onnx_name
+        self.origins = origins
 
 
 class Value:
     """A value while importing: the toynet node's name, shape and dtype (what a shape rule reads), and
     its contents when they are known before the graph runs (initializers, Constant nodes)."""
 
-    __slots__ = ("name", "shape", "dtype", "known", "onnx_name")
+    __slots__ = ("name", "shape", "dtype", "known", "origins")
 
-    def __init__(self, name: str, shape: tuple, dtype: backend.DType, known: Any = None, onnx_name: str = ""):
+    def __init__(self, name: str, shape: tuple, dtype: backend.DType, known: Any = None,
+                 origins: frozenset = frozenset()):
         self.name, self.shape, self.dtype, self.known = name, tuple(shape), dtype, known
-        self.onnx_name = onnx_name  # set for graph inputs
+        self.origins = origins  # the graph inputs (ONNX names) the value is computed from
 
 
 class Builder:
@@ -80,7 +81,7 @@ class Builder:
         return entry
 
     def input(self, onnx_name: str, shape: tuple, dtype: backend.DType) -> Value:
-        value = Value(self.unique(onnx_name), shape, dtype, onnx_name=onnx_name)
+        value = Value(self.unique(onnx_name), shape, dtype, origins=frozenset([onnx_name]))
         self._entry(value.name, "input", shape, dtype)
         return value
 
@@ -112,7 +113,8 @@ class Builder:
         except (ValueError, TypeError) as error:
             raise ValueError(f"{self.where()}: {error}") from None
         base = f"{self.onnx_node.name or self.onnx_node.op_type}-{op_name}" if self.onnx_node else op_name
-        value = Value(self.unique(base), shape, dtype, known=self._fold(op, inputs, attrs))
+        origins = frozenset().union(*[x.origins for x in inputs if isinstance(x, Value)])
+        value = Value(self.unique(base), shape, dtype, known=self._fold(op, inputs, attrs), origins=origins)
         self._entry(value.name, "op", shape, dtype, op=op_name,
                     inputs=[{"node": x.name} if isinstance(x, Value) else {"literal": encode_value(x)}
                             for x in inputs],
@@ -136,10 +138,10 @@ class Builder:
     def known(self, value: Any, what: str) -> Any:
         """The contents of ``value``, which must be known before the graph runs (a shape, axes, bounds)."""
         if value is None or value.known is None:
-            got = f"graph input {value.onnx_name!r}" if value is not None and value.onnx_name else "a value " \
-                "computed while the graph runs"
+            origins = value.origins if value is not None else frozenset()
+            got = f"a value computed from graph input(s) {', '.join(sorted(origins))}" if origins else "nothing"
             raise NeedsConstant(f"{self.where()}: its {what} must be a constant or an initializer, because toynet "
-                                f"graphs have static shapes; got {got}", value.onnx_name if value else "")
+                                f"graphs have static shapes; got {got}", origins)
         return value.known
 
 
