@@ -2,7 +2,7 @@
 
 ``onnx.backend.test.BackendTest(ToynetBackend)`` makes one unittest case per ONNX test model; pytest
 collects them from this module's globals. Included: every node test whose ops all have an importer
-(:data:`toynet.onnx.import_nn.IMPORTERS`). Excluded, by pattern, the cases of those ops that use what
+(:data:`toynet.onnx.import_ops.IMPORTERS`). Excluded, by pattern, the cases of those ops that use what
 toynet does not have, each pattern with its reason: the importer refuses them with a clear error rather
 than computing something else (tests/test_onnx_load.py checks a few of those errors).
 """
@@ -19,7 +19,7 @@ from onnx.backend.test import BackendTest  # noqa: E402
 from onnx.backend.test.loader import load_model_tests  # noqa: E402
 
 from toynet.onnx.backend import ToynetBackend  # noqa: E402
-from toynet.onnx.import_nn import IMPORTERS  # noqa: E402
+from toynet.onnx.load import IMPORTERS  # noqa: E402
 
 #: Cases of supported ops that need something toynet does not have.
 EXCLUDED = {

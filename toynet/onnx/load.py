@@ -24,7 +24,8 @@ from ..static.arguments import TENSOR
 from ..static.serialize import DeployedGraph, decode_graph, encode_value, printable
 from ..static.validate import MAX_SOURCE
 from .export import require_onnx
-from .import_nn import IMPORTERS
+from .import_activations import IMPORTERS
+from . import import_nn  # noqa: F401  (registers Gemm, Conv, pooling... in IMPORTERS)
 from .import_ops import to_toynet_dtype
 
 #: Importing computes an op's value when its inputs are known and hold at most this many numbers.
