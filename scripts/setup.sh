@@ -2,7 +2,8 @@
 # Set up everything toynet needs on a fresh machine, idempotently:
 #   - Graphviz's `dot` and Chromium (Debian packages) when they are missing; Chromium is the browser
 #     tests/test_site_browser.py opens the docs site in, driven by Playwright from the test extra,
-#   - a virtual environment in .venv with toynet (editable) and the test/docs tools,
+#   - a virtual environment in .venv with toynet (editable), the test/docs tools and the ONNX extra
+#     (onnx, onnxruntime: the ONNX export/import tests and notebook 07 need them),
 #   - PyTorch 2.13.0 CPU as an optional test reference, only when a local wheel makes it cheap.
 # Sourced by scripts/main.sh and scripts/test.sh; safe to run again.
 set -euo pipefail
@@ -30,7 +31,7 @@ stamp=.venv/.toynet-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "[setup] installing toynet and its tools into .venv"
   python -m pip install -q --upgrade pip
-  python -m pip install -q -e ".[test,docs]"
+  python -m pip install -q -e ".[test,docs,onnx]"
   touch "$stamp"
 fi
 
