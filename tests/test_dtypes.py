@@ -184,6 +184,7 @@ CALLS: dict[str, Call] = {
     "sum_to": unary(lambda x: x.sum_to((1, 3))),
     "sum_squares": unary(lambda x: apply(OPS["sum_squares"], x)),
     "softmax": unary(lambda x: x.softmax(1)), "log_softmax": unary(lambda x: x.log_softmax(0)),
+    "cumsum": unary(lambda x: apply(OPS["cumsum"], x, dim=1)),
     # shapes and indexing
     "reshape": unary(lambda x: x.reshape(3, 2)), "permute": unary(lambda x: x.t()),
     "broadcast_to": unary(lambda x: x.expand(4, 2, 3)),

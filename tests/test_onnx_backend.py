@@ -37,6 +37,10 @@ EXCLUDED = {
 }
 MINIMUM_PASSING = 400
 
+# ONNX's expected outputs for reductions over empty sets are log(0) = -inf: toynet computes the same, with
+# NumPy's warning.
+pytestmark = pytest.mark.filterwarnings("ignore:divide by zero encountered in log:RuntimeWarning")
+
 
 def supported_case_names() -> list[str]:
     with warnings.catch_warnings():  # some reference implementations divide by zero on purpose

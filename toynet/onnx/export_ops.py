@@ -219,6 +219,10 @@ def _rsqrt(w: Writer, n: Node) -> str:
     return w.node("Reciprocal", [w.node("Sqrt", [w.value(n.inputs[0])])])
 
 
+def _cumsum(w: Writer, n: Node) -> str:
+    return w.node("CumSum", [w.value(n.inputs[0]), w.ints([n.attrs.get("dim", 0)])])
+
+
 def _ne(w: Writer, n: Node) -> str:
     like = _tensor_like(n)
     return w.node("Not", [w.node("Equal", [w.value(x, like) for x in n.inputs])])
@@ -232,5 +236,5 @@ CONVERTERS: dict[str, Callable[[Writer, Node], str]] = {
     "reshape": _reshape, "permute": _permute, "broadcast_to": _broadcast_to, "cat": _cat,
     "softmax": _axis_op("Softmax"), "log_softmax": _axis_op("LogSoftmax"),
     "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "amax": _reduce("ReduceMax"),
-    "argmax": _argmax, "cast": _cast, "rsqrt": _rsqrt, "ne": _ne,
+    "argmax": _argmax, "cast": _cast, "rsqrt": _rsqrt, "ne": _ne, "cumsum": _cumsum,
 }

@@ -343,3 +343,15 @@ def _trilu(b, args, attrs):
     keep = (backend.host.triu if attrs.get("upper", 1) else backend.host.tril)(
         backend.host.ones((rows, cols), dtype=bool), k)
     return b.op("where", b.constant(keep, "triangle"), x, b.constant(backend.host.zeros((), x.dtype.array_dtype)))
+
+
+@importer("CumSum")
+def _cumsum(b, args, attrs):
+    x = args[0]
+    dim = int(b.known(args[1], "axis").reshape(-1)[0]) % len(x.shape)
+    flip = (slice(None),) * dim + (slice(None, None, -1),)
+    source = b.op("getitem", x, index=flip) if attrs.get("reverse", 0) else x
+    total = b.op("cumsum", source, dim=dim)
+    if attrs.get("exclusive", 0):  # each total without its own element
+        total = b.op("sub", total, source)
+    return b.op("getitem", total, index=flip) if attrs.get("reverse", 0) else total

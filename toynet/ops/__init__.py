@@ -10,5 +10,6 @@ from . import conv  # noqa: F401
 from . import arithmetic, maths, piecewise, comparison, conversion  # noqa: F401
 from . import linalg, loss, norm, pool, random, reduce, shape  # noqa: F401
 from . import trigonometry, rounding  # noqa: F401  (later additions go last: OPS keeps its order)
+from . import cumulative  # noqa: F401  (ONNX's CumSum)
 from . import conv_fused  # noqa: F401  (ops only the compiler writes)
 from ._op import OPS, Op, ShapeError, register  # noqa: F401
