@@ -30,8 +30,8 @@ EXCLUDED = {
     r"pool_2d_(pads|same_lower|same_upper|dilations)|maxpool_with_argmax|maxpool_2d_uint8":
         "asymmetric or more-than-half-kernel padding, dilated average pooling, MaxPool indices, integer pooling",
     r"training_mode|training_dropout": "training-mode BatchNormalization and Dropout (import is for inference)",
-    r"div_(int|uint)|pow_types_(int|float32_(int|uint))": "integer division and mixed-type powers (ONNX keeps "
-                                                         "the first input's type, NumPy promotes)",
+    r"pow_types_(int|float32_(int|uint))": "mixed-type powers (ONNX keeps the first input's type, NumPy "
+                                          "promotes)",
     r"reduce_(max|min)_empty_set|reduce_min_bool": "reductions over empty sets and ReduceMin of bools",
     r"identity_(opt|sequence)": "optional and sequence types",
 }

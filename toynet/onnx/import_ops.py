@@ -46,7 +46,7 @@ def to_toynet_dtype(array_dtype: Any, what: str) -> backend.DType:
     return found
 
 
-def _ints(values: Any) -> tuple:
+def as_ints(values: Any) -> tuple:
     return tuple(int(v) for v in backend.host.asarray(values).reshape(-1))
 
 
@@ -57,7 +57,7 @@ def _simple(op_name: str) -> Callable:
     return lambda b, args, attrs: b.op(op_name, *args)
 
 
-for _onnx, _toynet in {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Neg": "neg",
+for _onnx, _toynet in {"Add": "add", "Sub": "sub", "Mul": "mul", "Pow": "pow", "Neg": "neg",
                        "Abs": "abs", "Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp",
                        "Log": "log", "Sqrt": "sqrt", "Sign": "sign", "Where": "where", "Equal": "eq",
                        "Greater": "gt", "GreaterOrEqual": "ge", "Less": "lt", "LessOrEqual": "le",
@@ -83,6 +83,17 @@ def _fold(op_name: str, mean: bool = False) -> Callable:
 
 IMPORTERS.update({"Max": _fold("maximum"), "Min": _fold("minimum"), "Sum": _fold("add"),
                   "Mean": _fold("add", mean=True)})
+
+
+@importer("Div")
+def _div(b, args, attrs):
+    a, c = args
+    if a.dtype.is_floating_point or c.dtype.is_floating_point:
+        return b.op("div", a, c)
+    # ONNX divides integers to an integer, rounding towards zero; toynet's div is true division (done here
+    # in float64, exact for integers up to 2**53).
+    wide = [b.op("cast", x, dtype=backend.float64) for x in (a, c)]
+    return b.op("cast", b.op("trunc", b.op("div", *wide)), dtype=a.dtype)
 
 
 @importer("Xor")
@@ -131,7 +142,7 @@ def _dropout(b, args, attrs):  # inference: the input unchanged (and an all-true
 
 @importer("Reshape")
 def _reshape(b, args, attrs):
-    x, target = args[0], list(_ints(b.known(args[1], "shape")))
+    x, target = args[0], list(as_ints(b.known(args[1], "shape")))
     if not attrs.get("allowzero", 0):  # 0 copies the input's dimension at that place
         target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
     return b.op("reshape", x, shape=tuple(target))
@@ -157,7 +168,7 @@ def _axes(b, args, attrs, position: int = 1) -> tuple | None:
     if "axes" in attrs:
         return tuple(int(a) for a in attrs["axes"])
     if len(args) > position and args[position] is not None:
-        return _ints(b.known(args[position], "axes"))
+        return as_ints(b.known(args[position], "axes"))
     return None
 
 
@@ -188,7 +199,7 @@ def _concat(b, args, attrs):
 
 @importer("Expand")
 def _expand(b, args, attrs):
-    x, target = args[0], _ints(b.known(args[1], "shape"))
+    x, target = args[0], as_ints(b.known(args[1], "shape"))
     rank = max(len(x.shape), len(target))
     ours = (1,) * (rank - len(x.shape)) + x.shape
     theirs = (1,) * (rank - len(target)) + target
@@ -211,9 +222,9 @@ def _size(b, args, attrs):
 @importer("Slice")
 def _slice(b, args, attrs):
     x = args[0]
-    starts, ends = _ints(b.known(args[1], "starts")), _ints(b.known(args[2], "ends"))
-    axes = _ints(b.known(args[3], "axes")) if len(args) > 3 and args[3] is not None else range(len(starts))
-    steps = _ints(b.known(args[4], "steps")) if len(args) > 4 and args[4] is not None else (1,) * len(starts)
+    starts, ends = as_ints(b.known(args[1], "starts")), as_ints(b.known(args[2], "ends"))
+    axes = as_ints(b.known(args[3], "axes")) if len(args) > 3 and args[3] is not None else range(len(starts))
+    steps = as_ints(b.known(args[4], "steps")) if len(args) > 4 and args[4] is not None else (1,) * len(starts)
     index = [slice(None)] * len(x.shape)
     for axis, start, end, step in zip(axes, starts, ends, steps):
         size = x.shape[axis]
@@ -289,7 +300,7 @@ def _cast_like(b, args, attrs):
 
 @importer("ConstantOfShape")
 def _constant_of_shape(b, args, attrs):
-    shape = _ints(b.known(args[0], "shape"))
+    shape = as_ints(b.known(args[0], "shape"))
     fill = b.onnx.numpy_helper.to_array(attrs["value"]) if "value" in attrs else backend.host.zeros(1, "float32")
     return b.constant(backend.host.full(shape, fill.reshape(-1)[0], dtype=fill.dtype), "filled")
 
@@ -298,26 +309,6 @@ def _constant_of_shape(b, args, attrs):
 def _range(b, args, attrs):
     start, limit, delta = (b.known(x, what) for x, what in zip(args, ("start", "limit", "delta")))
     return b.constant(backend.host.arange(start, limit, delta, dtype=start.dtype), "range")
-
-
-@importer("Split")
-def _split(b, args, attrs):
-    x = args[0]
-    axis = attrs.get("axis", 0) % len(x.shape)
-    if len(args) > 1 and args[1] is not None:
-        sizes = _ints(b.known(args[1], "split"))
-    elif "split" in attrs:
-        sizes = tuple(attrs["split"])
-    else:  # equal parts, the last one smaller (opset 18's num_outputs)
-        parts = attrs.get("num_outputs", len(b.onnx_node.output))
-        step = -(-x.shape[axis] // parts)
-        sizes = tuple(min(step, x.shape[axis] - i * step) for i in range(parts))
-    outputs, start = [], 0
-    for size in sizes:
-        index = (slice(None),) * axis + (slice(start, start + size),)
-        outputs.append(b.op("getitem", x, index=index))
-        start += size
-    return outputs
 
 
 @importer("LayerNormalization")
@@ -333,25 +324,3 @@ def _layer_norm(b, args, attrs):
     result = b.op("mul", b.op("mul", centred, inv_std), scale)
     result = result if bias is None else b.op("add", result, bias)
     return [result, mean, inv_std]  # ONNX's optional outputs Mean and InvStdDev
-
-
-@importer("Trilu")
-def _trilu(b, args, attrs):
-    x = args[0]
-    k = int(b.known(args[1], "k").item()) if len(args) > 1 and args[1] is not None else 0
-    rows, cols = x.shape[-2:]
-    keep = (backend.host.triu if attrs.get("upper", 1) else backend.host.tril)(
-        backend.host.ones((rows, cols), dtype=bool), k)
-    return b.op("where", b.constant(keep, "triangle"), x, b.constant(backend.host.zeros((), x.dtype.array_dtype)))
-
-
-@importer("CumSum")
-def _cumsum(b, args, attrs):
-    x = args[0]
-    dim = int(b.known(args[1], "axis").reshape(-1)[0]) % len(x.shape)
-    flip = (slice(None),) * dim + (slice(None, None, -1),)
-    source = b.op("getitem", x, index=flip) if attrs.get("reverse", 0) else x
-    total = b.op("cumsum", source, dim=dim)
-    if attrs.get("exclusive", 0):  # each total without its own element
-        total = b.op("sub", total, source)
-    return b.op("getitem", total, index=flip) if attrs.get("reverse", 0) else total

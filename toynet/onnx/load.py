@@ -25,7 +25,7 @@ from ..static.serialize import DeployedGraph, decode_graph, encode_value, printa
 from ..static.validate import MAX_SOURCE
 from .export import require_onnx
 from .import_activations import IMPORTERS
-from . import import_nn  # noqa: F401  (registers Gemm, Conv, pooling... in IMPORTERS)
+from . import import_arrange, import_nn  # noqa: F401  (register Split, Pad...; Gemm, Conv, pooling...)
 from .import_ops import to_toynet_dtype
 
 #: Importing computes an op's value when its inputs are known and hold at most this many numbers.

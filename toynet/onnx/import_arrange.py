@@ -1,0 +1,96 @@
+"""ONNX ops that cut, pad and rearrange tensors: Split, Pad, Trilu, CumSum.
+
+Each becomes toynet ops that already have gradients (``getitem`` with slices or index arrays, ``cat``,
+``where``) or, for CumSum, toynet's ``cumsum``. Registered in :data:`toynet.onnx.import_ops.IMPORTERS`.
+"""
+
+from __future__ import annotations
+
+from .. import backend
+from .import_ops import IMPORTERS, as_ints, importer
+
+
+@importer("Split")
+def _split(b, args, attrs):
+    x = args[0]
+    axis = attrs.get("axis", 0) % len(x.shape)
+    if len(args) > 1 and args[1] is not None:
+        sizes = as_ints(b.known(args[1], "split"))
+    elif "split" in attrs:
+        sizes = tuple(attrs["split"])
+    else:  # equal parts, the last one smaller (opset 18's num_outputs)
+        parts = attrs.get("num_outputs", len(b.onnx_node.output))
+        step = -(-x.shape[axis] // parts)
+        sizes = tuple(min(step, x.shape[axis] - i * step) for i in range(parts))
+    outputs, start = [], 0
+    for size in sizes:
+        index = (slice(None),) * axis + (slice(start, start + size),)
+        outputs.append(b.op("getitem", x, index=index))
+        start += size
+    return outputs
+
+
+@importer("Trilu")
+def _trilu(b, args, attrs):
+    x = args[0]
+    k = int(b.known(args[1], "k").item()) if len(args) > 1 and args[1] is not None else 0
+    rows, cols = x.shape[-2:]
+    keep = (backend.host.triu if attrs.get("upper", 1) else backend.host.tril)(
+        backend.host.ones((rows, cols), dtype=bool), k)
+    return b.op("where", b.constant(keep, "triangle"), x, b.constant(backend.host.zeros((), x.dtype.array_dtype)))
+
+
+@importer("CumSum")
+def _cumsum(b, args, attrs):
+    x = args[0]
+    dim = int(b.known(args[1], "axis").reshape(-1)[0]) % len(x.shape)
+    flip = (slice(None),) * dim + (slice(None, None, -1),)
+    source = b.op("getitem", x, index=flip) if attrs.get("reverse", 0) else x
+    total = b.op("cumsum", source, dim=dim)
+    if attrs.get("exclusive", 0):  # each total without its own element
+        total = b.op("sub", total, source)
+    return b.op("getitem", total, index=flip) if attrs.get("reverse", 0) else total
+
+
+_PAD_MODES = {"reflect": "reflect", "edge": "edge", "wrap": "wrap"}  # ONNX's names are NumPy's
+
+
+@importer("Pad")
+def _pad(b, args, attrs):
+    """Axis by axis: a negative pad is a slice, a constant pad is a concatenation with filled blocks, and
+    reflect/edge/wrap gather the input's own elements (the indices computed here, as NumPy pads an arange)."""
+    x = args[0]
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    rank = len(x.shape)
+    pads = as_ints(b.known(args[1], "pads")) if len(args) > 1 and args[1] is not None else tuple(attrs["pads"])
+    value = b.known(args[2], "constant_value").item() if len(args) > 2 and args[2] is not None else 0
+    axes = as_ints(b.known(args[3], "axes")) if len(args) > 3 and args[3] is not None else tuple(range(rank))
+    if mode != "constant" and mode not in _PAD_MODES:
+        raise NotImplementedError(f"{b.where()}: pad mode {mode!r} is not supported")
+    result = x
+    for k, axis in enumerate(a % rank for a in axes):
+        before, after = pads[k], pads[k + len(axes)]
+        if before < 0 or after < 0:
+            size = result.shape[axis]
+            cut = slice(max(-before, 0), size - max(-after, 0))
+            result = b.op("getitem", result, index=(slice(None),) * axis + (cut,))
+            before, after = max(before, 0), max(after, 0)
+        if before == after == 0:
+            continue
+        if mode == "constant":
+            blocks = []
+            for count in (before, after):
+                shape = result.shape[:axis] + (count,) + result.shape[axis + 1:]
+                blocks.append(b.constant(backend.host.full(shape, value, dtype=result.dtype.array_dtype), "pad")
+                              if count else None)
+            parts = [p for p in (blocks[0], result, blocks[1]) if p is not None]
+            result = b.op("cat", *parts, dim=axis)
+        else:
+            where = backend.host.pad(backend.host.arange(result.shape[axis]), (before, after), mode=_PAD_MODES[mode])
+            result = b.op("getitem", result, b.constant(where.astype(backend.host.int64), "pad_index"),
+                          index=(slice(None),) * axis + ("<tensor>",))
+    return result if result is not x else b.op("identity", x)
+
+
+__all__ = ["IMPORTERS"]
