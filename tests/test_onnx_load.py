@@ -3,6 +3,8 @@ compute what ONNX Runtime computes, print with tags, draw, and fail clearly on w
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,17 @@ def test_an_inconsistent_model_fails_in_toynets_shape_rules_with_the_node_named(
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(ValueError, match="ONNX node 'conv' \\(Conv\\): .*conv2d"):
         flow.onnx.load(model)
+
+
+def test_names_from_the_file_reach_the_compiled_plan_only_as_checked_names():
+    # An ONNX file may come from anyone: its names are made of letters, digits, _ . - before use, and the
+    # node's own name reaches the plan only in a one-line source comment.
+    hostile = "x\n__import__('os').system('echo owned')#"
+    nodes = [helper.make_node("Relu", [hostile], ["y; import os"], name="relu\nimport os")]
+    model = make_model(nodes, [helper.make_tensor_value_info(hostile, TensorProto.FLOAT, [2])],
+                       [helper.make_tensor_value_info("y; import os", TensorProto.FLOAT, [2])])
+    graph = flow.onnx.load(model)
+    names = [n.name for n in graph.traced.nodes]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+", name) for name in names), names
+    assert all("\n" not in n.source for n in graph.traced.nodes)
+    np.testing.assert_array_equal(graph(flow.tensor([-1.0, 2.0])).numpy(), [0.0, 2.0])
