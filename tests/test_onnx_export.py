@@ -164,3 +164,23 @@ def test_a_deployed_graph_exports_too(tmp_path):
     path = flow.onnx.export(flow.load(tmp_path / "deployed"), tmp_path / "deployed.onnx", opset_version=13)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert relative_error(session.run(None, {"input_0": x.numpy()})[0], expected) < 1e-4
+
+
+INDEXING = {"int": lambda x: x[1], "reversed": lambda x: x[:, ::-1], "ellipsis": lambda x: x[..., 1:3],
+            "none_int_negative": lambda x: x[None, 0, -2:], "steps": lambda x: x[::2, 1::-1],
+            "last": lambda x: x[:, -1]}
+
+
+@pytest.mark.parametrize("name", sorted(INDEXING))
+def test_basic_indexing_exports_as_slice_and_reshape(name, tmp_path):
+    class Index(nn.Graph):
+        def build(self, x):
+            return INDEXING[name](x) * 2.0
+
+    graph = Index()
+    x = flow.randn(4, 5, 3)
+    expected = graph(x).numpy()
+    path = flow.onnx.export(graph, tmp_path / f"{name}.onnx")
+    (got,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"input_0": x.numpy()})
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(flow.onnx.load(path)(x).numpy(), expected)

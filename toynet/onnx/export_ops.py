@@ -219,6 +219,41 @@ def _rsqrt(w: Writer, n: Node) -> str:
     return w.node("Reciprocal", [w.node("Sqrt", [w.value(n.inputs[0])])])
 
 
+def _getitem(w: Writer, n: Node) -> str:
+    """Basic indexing (ints, slices, None, ...) as one ``Slice`` of every indexed axis, then a ``Reshape``
+    to the known result shape, which drops the int-indexed axes and adds the ``None`` ones."""
+    x, index = n.inputs[0], n.attrs.get("index", ())
+    if len(n.inputs) > 1 or any(isinstance(i, str) for i in index):
+        raise NotImplementedError(f"indexing with tensors at {n.source or n.name} has no ONNX mapping here; "
+                                  "index with ints and slices")
+    real = [i for i in index if i is not None and i is not Ellipsis]
+    if Ellipsis in index:  # the Ellipsis stands for the axes no other item names
+        at = index.index(Ellipsis)
+        index = index[:at] + (slice(None),) * (len(x.shape) - len(real)) + index[at + 1:]
+    starts, ends, axes, steps = [], [], [], []
+    axis = 0
+    for item in index:
+        if item is None:
+            continue
+        size = x.shape[axis]
+        if isinstance(item, int):
+            item = slice(item % size, item % size + 1, 1)
+        start, stop, step = item.indices(size)
+        if (start, stop, step) != (0, size, 1):
+            starts.append(start)
+            ends.append(stop if stop >= 0 else -size - 1)  # a negative step running past the first element
+            axes.append(axis)
+            steps.append(step)
+        axis += 1
+    result = w.value(x)
+    if axes:
+        result = w.node("Slice", [result, w.ints(starts), w.ints(ends), w.ints(axes), w.ints(steps)])
+    shape = list(n.shape)
+    if w.dynamic_batch and index and index[0] == slice(None):
+        shape[0] = 0  # the batch axis passes through: copy it, whatever its size
+    return w.node("Reshape", [result, w.ints(shape)])
+
+
 def _cumsum(w: Writer, n: Node) -> str:
     return w.node("CumSum", [w.value(n.inputs[0]), w.ints([n.attrs.get("dim", 0)])])
 
@@ -237,4 +272,5 @@ CONVERTERS: dict[str, Callable[[Writer, Node], str]] = {
     "softmax": _axis_op("Softmax"), "log_softmax": _axis_op("LogSoftmax"),
     "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "amax": _reduce("ReduceMax"),
     "argmax": _argmax, "cast": _cast, "rsqrt": _rsqrt, "ne": _ne, "cumsum": _cumsum,
+    "getitem": _getitem,
 }
