@@ -1,7 +1,9 @@
-"""ONNX ops that cut, pad and rearrange tensors: Split, Pad, Trilu, CumSum.
+"""ONNX ops that cut, pad and rearrange tensors: Split, Pad, Trilu, CumSum, Tile, Hardmax, DepthToSpace,
+SpaceToDepth.
 
 Each becomes toynet ops that already have gradients (``getitem`` with slices or index arrays, ``cat``,
-``where``) or, for CumSum, toynet's ``cumsum``. Registered in :data:`toynet.onnx.import_ops.IMPORTERS`.
+``where``, ``reshape``, ``permute``) or, for CumSum, toynet's ``cumsum``. Registered in
+:data:`toynet.onnx.import_ops.IMPORTERS`.
 """
 
 from __future__ import annotations
@@ -91,6 +93,44 @@ def _pad(b, args, attrs):
             result = b.op("getitem", result, b.constant(where.astype(backend.host.int64), "pad_index"),
                           index=(slice(None),) * axis + ("<tensor>",))
     return result if result is not x else b.op("identity", x)
+
+
+@importer("Tile")
+def _tile(b, args, attrs):
+    x, result = args[0], args[0]
+    for axis, times in enumerate(as_ints(b.known(args[1], "repeats"))):
+        if times != 1:  # gather the axis's elements times times over: 0 1 2 0 1 2...
+            where = backend.host.tile(backend.host.arange(x.shape[axis]), times).astype(backend.host.int64)
+            result = b.op("getitem", result, b.constant(where, "tile_index"),
+                          index=(slice(None),) * axis + ("<tensor>",))
+    return result if result is not x else b.op("identity", x)
+
+
+@importer("Hardmax")
+def _hardmax(b, args, attrs):
+    x = args[0]
+    axis = attrs.get("axis", -1) % len(x.shape)
+    first_max = b.op("argmax", x, dim=axis, keepdim=False)  # ties go to the first, as ONNX says
+    return b.op("one_hot", first_max, num_classes=x.shape[axis], dim=axis, dtype=x.dtype)
+
+
+@importer("DepthToSpace", "SpaceToDepth")
+def _depth_space(b, args, attrs):
+    x, k = args[0], int(attrs["blocksize"])
+    n, c, h, w = x.shape
+    mode = attrs.get("mode", b"DCR")
+    crd = (mode.decode() if isinstance(mode, bytes) else mode) == "CRD"  # channel first, then the block's row, column
+    if b.onnx_node.op_type == "SpaceToDepth":
+        blocks = b.op("reshape", x, shape=(n, c, h // k, k, w // k, k))
+        moved = b.op("permute", blocks, dims=(0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4))
+        return b.op("reshape", moved, shape=(n, c * k * k, h // k, w // k))
+    if crd:
+        blocks = b.op("reshape", x, shape=(n, c // (k * k), k, k, h, w))
+        moved = b.op("permute", blocks, dims=(0, 1, 4, 2, 5, 3))
+    else:  # DCR: the block's row and column, then the channel
+        blocks = b.op("reshape", x, shape=(n, k, k, c // (k * k), h, w))
+        moved = b.op("permute", blocks, dims=(0, 3, 4, 1, 5, 2))
+    return b.op("reshape", moved, shape=(n, c // (k * k), h * k, w * k))
 
 
 __all__ = ["IMPORTERS"]

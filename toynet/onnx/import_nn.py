@@ -113,4 +113,26 @@ def _global_pool(b, args, attrs):
     return b.op("mean" if b.onnx_node.op_type == "GlobalAveragePool" else "amax", x, dim=axes, keepdim=True)
 
 
+def _normalize(b, x, dims: tuple, eps: float):
+    """``(x - mean) / sqrt(var + eps)`` over ``dims``, the core of the normalisations below."""
+    centred = b.op("sub", x, b.op("mean", x, dim=dims, keepdim=True))
+    variance = b.op("mean", b.op("mul", centred, centred), dim=dims, keepdim=True)
+    return b.op("mul", centred, b.op("rsqrt", b.op("add", variance, eps)))
+
+
+@importer("InstanceNormalization")
+def _instance_norm(b, args, attrs):
+    x, scale, bias = args
+    per_channel = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    normal = _normalize(b, x, tuple(range(2, len(x.shape))), float(attrs.get("epsilon", 1e-5)))
+    return b.op("add", b.op("mul", normal, b.op("reshape", scale, shape=per_channel)),
+                b.op("reshape", bias, shape=per_channel))
+
+
+@importer("MeanVarianceNormalization")
+def _mean_variance_norm(b, args, attrs):
+    dims = tuple(int(a) % len(args[0].shape) for a in attrs.get("axes", (0, 2, 3)))
+    return _normalize(b, args[0], dims, 1e-9)
+
+
 __all__ = ["IMPORTERS"]
