@@ -10,6 +10,7 @@ than computing something else (tests/test_onnx_load.py checks a few of those err
 from __future__ import annotations
 
 import re
+from pathlib import Path
 import warnings
 
 import pytest
@@ -75,3 +76,11 @@ def test_every_exclusion_pattern_still_excludes_something():
     # A pattern that matches nothing hides nothing: it should be deleted, not kept as a stale reason.
     for pattern in EXCLUDED:
         assert any(re.search(pattern, name) for name in SUPPORTED), pattern
+
+
+def test_the_docs_list_the_imported_ops_and_the_passing_count():
+    # docs/onnx.md states both; they must not drift from the code.
+    text = (Path(__file__).parent.parent / "docs" / "onnx.md").read_text()
+    listed = text.split("### The ONNX ops toynet imports")[1].split("\n\n")[1]
+    assert sorted(op.strip(" .\n") for op in listed.replace("\n", " ").split(",")) == sorted(IMPORTERS)
+    assert f"**{len(INCLUDED)} cases, all" in text
