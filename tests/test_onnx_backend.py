@@ -10,8 +10,8 @@ than computing something else (tests/test_onnx_load.py checks a few of those err
 from __future__ import annotations
 
 import re
-from pathlib import Path
 import warnings
+from pathlib import Path
 
 import pytest
 
