@@ -34,7 +34,7 @@ FLOORS: list[tuple[str, tuple[str, ...], str]] = [
     ("tensor", ("toynet.tensor", "toynet.tensor_methods", "toynet.tensor_shapes", "toynet.creation",
                 "toynet.functional", "toynet.serialization"), "Tensor and apply(): Eager mode"),
     ("static", ("toynet.static",), "Graph mode: IR, tracer, passes, compiler"),
-    ("nn / optim", ("toynet.nn", "toynet.optim", "toynet.utils"), "modules, nn.Graph, optimizers, data"),
+    ("nn / optim", ("toynet.nn", "toynet.optim", "toynet.utils", "toynet.amp"), "modules, nn.Graph, optimizers, data"),
     ("vision", ("toynet.vision",), "CIFAR-10, transforms, MobileNetV2"),
     ("viz", ("toynet.viz",), "pictures of both designs; notebook display"),
     ("package", ("toynet",), "import toynet as flow"),
