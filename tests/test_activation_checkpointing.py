@@ -200,3 +200,15 @@ def test_toggling_compiles_again():
     graph.part2.to(nn.graph.GraphModule).activation_checkpointing = False
     graph(x, y)   # the first plan fits again: it runs, no recompute in it
     assert graph._last is compiled and not any(n.name.endswith("-recompute") for n in graph.ir.nodes)
+
+
+def test_the_cookbook_pattern_runs_with_a_column_of_targets():
+    """Two checkpointed parts set through ``.config``, SGD with two groups, targets of shape (N, 1) as the
+    activation-checkpointing page passes them: the same losses as with (N,) targets."""
+    losses = {}
+    for column in (False, True):
+        part1, part2 = make_models()
+        optimizer = flow.optim.SGD([{"params": part1.parameters()}, {"params": part2.parameters()}], lr=1e-3)
+        graph = TrainGraph(part1, part2, optimizer, ("part1", "part2"), old_spelling=True)
+        losses[column] = [graph(x, y.reshape(-1, 1) if column else y)[1].numpy() for x, y in data()]
+    np.testing.assert_array_equal(losses[False], losses[True])
