@@ -200,3 +200,29 @@ def test_wrong_arguments_say_what_is_wrong():
     scaler = flow.amp.GradScaler()
     with pytest.raises(RuntimeError, match="needs a step first"):
         scaler.update()
+
+
+def test_a_resumed_graph_continues_with_the_same_loss_scale(tmp_path):
+    def run(state=None, steps=PATTERN):
+        model, optimizer = make()
+        graph = AmpGraph(model, optimizer, scaler=flow.amp.GradScaler(**SETTINGS))
+        if state is not None:
+            graph.load_state_dict(state)
+        with np.errstate(over="ignore", invalid="ignore"):
+            losses = [float(graph(x, y).numpy()) for x, y in steps]
+        return graph, losses
+
+    data = list(batches(PATTERN))
+    whole, losses = run(steps=data)
+    half, _ = run(steps=data[:5])
+    flow.save(half.state_dict(), tmp_path / "half")
+    state = flow.load(tmp_path / "half")
+    assert state["System-Train-GradScaler"] == {"scale": 16.0, "growth_tracker": 0}   # grew again at step 4
+    resumed, rest = run(state, data[5:])
+    assert rest == losses[5:] and resumed._grad_scaler.get_scale() == whole._grad_scaler.get_scale()
+    state["System-Train-GradScaler"] = {"scale": -1.0, "growth_tracker": 0}
+    model, optimizer = make()
+    with pytest.raises(RuntimeError, match="scale should be a positive finite number"):
+        AmpGraph(model, optimizer, scaler=flow.amp.GradScaler()).load_state_dict(state)
+    with pytest.raises(RuntimeError, match="the graph has none"):
+        AmpGraph(*make()).load_state_dict(state)

@@ -125,6 +125,29 @@ class GradScaler:
         self.scale_tensor, self.growth_tracker = self.next_state(self.scale_tensor, self.growth_tracker, finite)
         self._found_inf.clear()
 
+    # ------------------------------------------------------------------------------ saving
+
+    def state_dict(self) -> dict:
+        """The scale and the count of good steps (``graph.state_dict()`` keeps it as System-Train-GradScaler)."""
+        return {"scale": self.get_scale(), "growth_tracker": int(self.growth_tracker.numpy())}
+
+    def checked_state(self, state: Any) -> dict:
+        """``state`` as :meth:`state_dict` made it, or a ValueError saying what is wrong with it."""
+        if not isinstance(state, dict) or set(state) != {"scale", "growth_tracker"}:
+            raise ValueError(f"should be a dict with the keys 'scale' and 'growth_tracker', got {state!r}")
+        scale, tracker = state["scale"], state["growth_tracker"]
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < float("inf"):
+            raise ValueError(f"its scale should be a positive finite number, got {scale!r}")
+        if isinstance(tracker, bool) or not isinstance(tracker, int) or tracker < 0:
+            raise ValueError(f"its growth_tracker should be a whole number >= 0, got {tracker!r}")
+        return {"scale": float(scale), "growth_tracker": tracker}
+
+    def load_state_dict(self, state: dict) -> None:
+        checked = self.checked_state(state)
+        # Written into the very tensors a compiled graph reads, so its plan stays valid.
+        self.scale_tensor.array[...] = checked["scale"]
+        self.growth_tracker.array[...] = checked["growth_tracker"]
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(scale={self.get_scale()}, growth_factor={self.growth_factor}, "
                 f"backoff_factor={self.backoff_factor}, growth_interval={self.growth_interval})")
