@@ -6,9 +6,9 @@ lists do, on the traced graph instead of on each call:
 * :data:`FLOAT16_OPS` run in float16: matrix products and convolutions, forward *and* backward. They do
   most of a network's arithmetic and tolerate float16's 11-bit mantissa, because each output sums
   many products (and on GPUs they run on tensor cores).
-* :data:`FLOAT32_OPS` stay float32: exponentials, logarithms, softmax and losses, normalisation
-  statistics and sums, whose range or accumulated rounding float16 cannot hold (``exp(12)`` already
-  overflows it).
+* :data:`FLOAT32_OPS` are never put in float16: exponentials, logarithms, softmax and losses,
+  normalisation statistics and sums, whose range or accumulated rounding float16 cannot hold
+  (``exp(12)`` already overflows it). The pass's report names those the graph has.
 * every other op (ReLU, add, reshape...) runs in the dtype of its inputs, which is float32 here, since
   each float16 op's result is cast back to float32 straight away.
 
@@ -28,7 +28,7 @@ from .report import PassReport, timed
 #: Ops computed in float16 (their float32 inputs cast down, the result cast back up).
 FLOAT16_OPS = frozenset({"matmul", "linear", "linear_grad_weight", "conv2d", "conv2d_grad_input",
                          "conv2d_grad_weight"})
-#: Ops that must not run in float16: kept float32 even if a float16 value reached them.
+#: Ops that must not run in float16 (no float16 value reaches them: every float16 result is cast back first).
 FLOAT32_OPS = frozenset({"exp", "log", "pow", "softmax", "log_softmax", "cross_entropy", "nll_loss",
                          "mse_loss", "sum", "mean", "sum_squares", "batch_norm", "var", "norm"})
 
