@@ -35,7 +35,7 @@ FLOORS: list[tuple[str, tuple[str, ...], str]] = [
                 "toynet.size", "toynet.creation", "toynet.functional", "toynet.serialization"),
      "Tensor and apply(): Eager mode"),
     ("static", ("toynet.static",), "Graph mode: IR, tracer, passes, compiler"),
-    ("nn / optim", ("toynet.nn", "toynet.optim", "toynet.utils"), "modules, nn.Graph, optimizers, data"),
+    ("nn / optim", ("toynet.nn", "toynet.optim", "toynet.utils", "toynet.amp"), "modules, nn.Graph, optimizers, data"),
     ("vision", ("toynet.vision",), "CIFAR-10, transforms, MobileNetV2"),
     ("onnx", ("toynet.onnx",), "ONNX export and import (optional onnx package)"),
     ("viz", ("toynet.viz",), "pictures of both designs; notebook display"),

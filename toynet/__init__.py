@@ -44,6 +44,7 @@ __version__ = "0.1.0"
 
 from . import nn  # noqa: E402,F401
 from . import optim, utils  # noqa: E402,F401
+from . import amp  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from . import onnx  # noqa: E402,F401  (needs the onnx package only when used)
 from . import viz  # noqa: E402,F401  (last: it registers notebook display on the classes above)

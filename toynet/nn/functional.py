@@ -57,6 +57,8 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean", ignor
         loss = apply(OPS["cross_entropy"], logits.unsqueeze(0), target.unsqueeze(0),
                      reduction=reduction, ignore_index=ignore_index)
         return loss.squeeze(0) if reduction == "none" else loss
+    if logits.ndim == 2 and tuple(target.shape) == (logits.shape[0], 1) and not target.dtype.is_floating_point:
+        target = target.reshape(-1)  # one index a row as a column (N, 1), as OneFlow's AMP and checkpointing pages pass
     return apply(OPS["cross_entropy"], logits, target, reduction=reduction, ignore_index=ignore_index)
 
 

@@ -58,6 +58,7 @@ from ..static.trace import STATIC_HINT, StateInfo, trace_step
 from ..tensor import Tensor
 from .graph_cache import (CompiledGraph, GraphConfig, PlanCache, build_parameters, describe_inputs,
                           eviction_warning)
+from .graph_amp import GradScalerMixin, GraphModule, compile_options, scaled_build  # noqa: F401 (nn.graph.*)
 from .graph_debug import DebugPrinter
 from .graph_guard import guard_graph
 from .graph_outline import OutlineRecorder, build_outline
@@ -66,7 +67,7 @@ from .graph_train import OptimizerBinding, scheduled_commit, trace_updates
 from .module import Module
 
 
-class Graph(GraphStateMixin):
+class Graph(GraphStateMixin, GradScalerMixin):
     """Base class of user graphs. Subclasses call ``super().__init__()`` and define ``build``.
 
     Unlike OneFlow, which wraps assigned modules in proxies, ``graph.model`` is the very module you
@@ -90,6 +91,7 @@ class Graph(GraphStateMixin):
         d["_last_call"] = None
         d["_debug"] = DebugPrinter(self)
         d["_train_step"] = None
+        d["_grad_scaler"] = None
         d["_graph_initialized"] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -316,12 +318,12 @@ class Graph(GraphStateMixin):
         debug, record = self._debug, OutlineRecorder(self._name)
         debug.log(0, f"{debug.tag} start building graph.")
         # A training graph's step ends with its optimizers' updates (toynet.nn.graph_train).
-        updates = ((lambda tracer: trace_updates(tracer, self._optimizers, self._train_step_tensor))
+        updates = ((lambda tracer: trace_updates(tracer, self._optimizers, self._train_step_tensor, self._grad_scaler))
                    if self._optimizers else None)
         fed = [b.lr_tensors for b in self._optimizers]
         try:
-            traced, states = trace_step(self._name, self.build, leaves, spec, self._states(), self._module_paths(),
-                                        updates=updates, **debug.trace_hooks(record))
+            traced, states = trace_step(self._name, scaled_build(self), leaves, spec, self._states(),
+                                        self._module_paths(), updates=updates, **debug.trace_hooks(record))
         except Exception as error:
             print(f"[ERROR]{debug.tag} building graph got error.")
             if failures and hasattr(error, "add_note"):
@@ -337,7 +339,8 @@ class Graph(GraphStateMixin):
         compile_start = time.perf_counter()
         debug.log(0, f"{debug.tag} start compiling plan and init graph runtime.")
         try:
-            optimized, reports = optimize(traced, self.config.disabled_passes, on_pass=debug.pass_logger())
+            optimized, reports = optimize(traced, self.config.disabled_passes, on_pass=debug.pass_logger(),
+                                          **compile_options(self))
             plan = Plan(optimized)
         except Exception:
             print(f"[ERROR]{debug.tag} building plan got error.")

@@ -25,6 +25,7 @@ from ..static.passes import PASS_NAMES
 from ..static.ir import Graph as StaticGraph
 from ..tensor import Tensor
 from .graph_guard import Guard
+from .graph_module import CHANGES as GRAPH_SETTING_CHANGES
 from .graph_outline import OutlineRecorder
 
 
@@ -41,6 +42,8 @@ class GraphConfig:
         self.disabled_passes: set[str] = set()
         self._cache_limit = 8
         self.static_arguments: frozenset[str] = frozenset()
+        #: float16 matrix products with float32 master weights (see toynet.static.passes.amp).
+        self.amp_enabled = False
 
     @property
     def cache_limit(self) -> int:
@@ -59,6 +62,14 @@ class GraphConfig:
         if not all(isinstance(n, str) and n.isidentifier() for n in names):
             raise TypeError(f"static arguments are named by build()'s parameter names, got {names!r}")
         self.static_arguments = frozenset(names)
+
+    def enable_amp(self, mode: bool = True) -> None:
+        """Run matrix products and convolutions in float16, the rest and the weights in float32 (the
+        pass toynet.static.passes.amp); add a loss scaler with ``graph.set_grad_scaler``."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"enable_amp() takes True or False, got {mode!r}")
+        self.amp_enabled = mode
+        GRAPH_SETTING_CHANGES[0] += 1  # the compiled plans' guards recheck their settings
 
     def enable_pass(self, name: str, enabled: bool = True) -> None:
         """Turn one optimisation pass off (or back on) for graphs compiled from now on."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 from ..tensor import Tensor
+from .graph_amp import guard_features
 from .module import CHANGES, Module
 
 #: Types of settings compared by value (``==``); anything else is compared by identity.
@@ -270,5 +271,6 @@ def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor], order: list[
     guard_states(guard, [(name, states[name]) for name in order], parameters)
     guard_modules(guard, graph._modules)
     guard_optimizers(guard, graph, graph._optimizers, states)
+    guard_features(guard, graph)
     guard.compile()
     return guard

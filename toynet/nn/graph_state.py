@@ -6,7 +6,8 @@ exists only because of training, under OneFlow's names:
 * ``System-Train-TrainStep``: how many steps have run (int64, shape (1,));
 * ``<param path>-<slot>``: optimizer state, e.g. ``model.0.weight-momentum`` (SGD), ``-m``/``-v`` (Adam);
 * ``System-Train-Optimizer-<i>``: the optimizer's hyper-parameters (the current learning rate);
-* ``System-Train-LRScheduler-<i>``: the learning-rate scheduler's position.
+* ``System-Train-LRScheduler-<i>``: the learning-rate scheduler's position;
+* ``System-Train-GradScaler``: the loss scale and its count of good steps (with ``set_grad_scaler``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .module import commit_writes
 
 _OPTIMIZER = "System-Train-Optimizer-"
 _SCHEDULER = "System-Train-LRScheduler-"
+_GRAD_SCALER = "System-Train-GradScaler"
 
 
 class GraphStateMixin:
@@ -67,6 +69,8 @@ class GraphStateMixin:
                 {k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]}
             if binding.lr_scheduler is not None:
                 extras[f"{_SCHEDULER}{i}"] = binding.lr_scheduler.state_dict()
+        if self._grad_scaler is not None:
+            extras[_GRAD_SCALER] = self._grad_scaler.state_dict()
         return extras
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
@@ -99,6 +103,8 @@ class GraphStateMixin:
                 load.train_step(value)
             elif key.startswith(_SCHEDULER):
                 load.scheduler(key, value)
+            elif key == _GRAD_SCALER:
+                load.grad_scaler(value)
             elif not key.startswith(_OPTIMIZER):
                 load.unexpected(key)
         if strict:
@@ -122,6 +128,7 @@ class _Load:
         self.slots: dict[tuple[int, int], tuple] = {}           # (id(opt), id(p)) -> (opt, p, group, {slot: ready})
         self.schedulers: list[tuple[Any, dict]] = []
         self.step: Tensor | None = None
+        self.scaler_state: dict | None = None
 
     def unexpected(self, key: Any) -> None:
         if self.strict:
@@ -214,6 +221,17 @@ class _Load:
         except (TypeError, ValueError) as error:
             self.problems.append(f"{key!r}: {error}")
 
+    def grad_scaler(self, value: Any) -> None:
+        scaler = self.graph._grad_scaler
+        if scaler is None:
+            self.problems.append(f"{_GRAD_SCALER!r} holds a grad scaler's state, but the graph has none: call "
+                                 "self.set_grad_scaler(...) in its __init__, or leave the entry out")
+            return
+        try:
+            self.scaler_state = scaler.checked_state(value)
+        except ValueError as error:
+            self.problems.append(f"{_GRAD_SCALER!r} {error}")
+
     def commit(self) -> None:
         """Write everything checked; nothing here can fail, and a Ctrl-C waits for the end."""
         graph = self.graph
@@ -227,6 +245,8 @@ class _Load:
                     group.update(loaded)
             for scheduler, checked in self.schedulers:
                 scheduler._apply_state(checked)
+            if self.scaler_state is not None:
+                graph._grad_scaler.load_state_dict(self.scaler_state)
             if self.step is not None:
                 old = graph._train_step
                 if old is not None and old.device == self.step.device:

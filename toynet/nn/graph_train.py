@@ -27,6 +27,7 @@ from .. import backend
 from ..static.compile import commit
 from ..static.trace import Tracer
 from ..tensor import Tensor
+from .graph_amp import unscale_and_check
 
 TRAIN_STEP = "System-Train-TrainStep"
 
@@ -110,11 +111,16 @@ def _inputs_text(tracer: Tracer) -> str:
     return ", ".join(f"{n.name} {tuple(n.shape)} {n.dtype.name}" for n in tracer.graph.inputs) or "none"
 
 
-def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: Callable) -> None:
+def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: Callable,
+                  scaler: Any = None) -> None:
     """Record one step's updates: the step counter's, then each optimizer's update of each parameter
-    that received a gradient. ``train_step(device)`` is the graph's step counter tensor."""
+    that received a gradient. ``train_step(device)`` is the graph's step counter tensor. With a grad
+    ``scaler`` the gradients are unscaled first, and a step with an inf/NaN gradient keeps every state."""
     device = tracer.device or backend.CPU
     grads = tracer.gradients()
+    keep = lambda new, old: new  # noqa: E731  (with loss scaling: the old value if a gradient overflowed)
+    if scaler is not None:
+        grads, keep = unscale_and_check(tracer, scaler, grads)
     names = {id(info.tensor): info.name for info in tracer.states.values() if info.kind == "parameter"}
     with tracer.scope(TRAIN_STEP, source="step counter"):
         tracer.update(TRAIN_STEP, tracer.add_state(TRAIN_STEP, "system", train_step(device)) + 1)
@@ -161,6 +167,6 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
                             state[k] = Tensor.wrap(device.xp.zeros(tuple(v.shape), dtype=v.dtype.array_dtype), device)
                             lazy_state[k] = tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", state[k])
                         new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
-                    tracer.update(p, new_param)
+                    tracer.update(p, keep(new_param, tracer.lazy(p)))
                     for k, v in new_state.items():
-                        tracer.update(state[k], v)
+                        tracer.update(state[k], keep(v, lazy_state[k]))

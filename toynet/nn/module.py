@@ -19,6 +19,7 @@ from ..mode import no_grad
 from ..tensor import Tensor
 from ..utils.interrupts import defer_interrupts
 from ..utils.loading import ShapeMismatch, prepared, unaliased
+from .graph_module import GraphModule
 from .parameter import Parameter
 
 #: How many times any module's attributes, registries or training mode changed through the methods
@@ -126,6 +127,8 @@ class Module:
         for registry in ("_parameters", "_buffers", "_modules"):
             if registry in d and name in d[registry]:
                 return d[registry][name]
+        if name == "config":  # OneFlow's module.config.activation_checkpointing (toynet.nn.graph_module)
+            return GraphModule(self)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
@@ -335,7 +338,9 @@ class Module:
 
     def to(self, *args: Any, **kwargs: Any) -> "Module":
         """Move (``"cuda"``) and/or cast (``toynet.float64``) every parameter and buffer, in place.
-        Integer buffers keep their dtype."""
+        Integer buffers keep their dtype. ``module.to(nn.graph.GraphModule)``: its Graph-mode settings."""
+        if len(args) == 1 and getattr(args[0], "wraps_modules", False):
+            return args[0].of(self)
         def convert(t: Tensor) -> Tensor:
             if not t.dtype.is_floating_point:
                 device = kwargs.get("device") or next((a for a in args if not _is_dtype(a)), None)

@@ -88,6 +88,7 @@ class Tracer:
         #: id(node) -> a Python number of its kind, for the values that are Python numbers when the plan
         #: runs (the call's number inputs and what ops make of them alone): shape rules see that number.
         self._numbers: dict[int, Any] = {}
+        self.loss_scale: Tensor | None = None   # AMP's loss scale S: backward differentiates S * loss
 
     # ------------------------------------------------------------------------------ nodes
 
@@ -316,6 +317,8 @@ class Tracer:
                                    f"{tuple(root.shape)}; reduce it with .sum() or .mean() first")
         previous, self.phase = self.phase, BACKWARD
         try:
+            if self.loss_scale is not None:
+                root_grads = [g * self.loss_scale for g in root_grads]
             autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False,
                                   on_vjp=self._on_vjp)
         finally:

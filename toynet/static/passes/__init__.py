@@ -13,6 +13,11 @@ is never modified, so a learner can print or draw the graph before and after any
 7. :func:`~.layout.plan_layout`             1x1/depthwise convs, BatchNorm and what lies between run NHWC
 8. :func:`~.fuse.fuse_elementwise`          chains of elementwise ops become one kernel
 9. :func:`~.memory.plan_memory`             place values in one arena, sharing memory when lifetimes don't overlap
+
+Two passes run only when asked for (they change how a step computes, not only how fast): with
+``amp=True`` :func:`~.amp.auto_mixed_precision` first (float16 matrix products), and with checkpointed
+module paths :func:`~.checkpoint.checkpoint_activations` after step 4 (recompute their activations in
+backward instead of keeping them).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from ..ir import Graph
+from .amp import auto_mixed_precision
+from .checkpoint import checkpoint_activations
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold import fold_constants
@@ -33,13 +40,15 @@ from .report import Pass, PassReport, timed
 __all__ = ["PASS_NAMES", "Pass", "PassReport", "default_pipeline", "optimize", "timed"]
 
 
-def default_pipeline() -> list[tuple[str, Pass]]:
-    """The passes :func:`optimize` runs, in order, each with its name."""
-    return [
+def default_pipeline(amp: bool = False, checkpoint: tuple[str, ...] = ()) -> list[tuple[str, Pass]]:
+    """The passes :func:`optimize` runs, in order, each with its name (``amp`` and ``checkpoint``: the
+    optional passes, see the module's docstring)."""
+    return ([("AutoMixedPrecision", auto_mixed_precision)] if amp else []) + [
         ("EliminateDeadCode", eliminate_dead_code),
         ("FoldConstants", fold_constants),
         ("EliminateCommonSubexpressions", eliminate_common_subexpressions),
         ("EliminateDeadCode", eliminate_dead_code),
+    ] + ([("CheckpointActivations", checkpoint_activations(checkpoint))] if checkpoint else []) + [
         ("FoldBatchNorm", fold_batch_norm),
         ("RecomputeActivations", recompute_activations),
         ("ChannelsLast", plan_layout),
@@ -52,15 +61,16 @@ PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressio
               "RecomputeActivations", "ChannelsLast", "FuseElementwise", "PlanMemory")
 
 
-def optimize(graph: Graph, disabled: Iterable[str] = (), on_pass: Callable | None = None
-             ) -> tuple[Graph, list[PassReport]]:
-    """Run the pipeline, skipping the passes named in ``disabled``; return the result and the reports."""
+def optimize(graph: Graph, disabled: Iterable[str] = (), on_pass: Callable | None = None, *, amp: bool = False,
+             checkpoint: tuple[str, ...] = ()) -> tuple[Graph, list[PassReport]]:
+    """Run the pipeline, skipping the passes named in ``disabled``; return the result and the reports.
+    ``amp``: float16 matrix products; ``checkpoint``: module paths whose activations backward recomputes."""
     disabled = set(disabled)
     unknown = disabled - set(PASS_NAMES)
     if unknown:
         raise ValueError(f"unknown pass name(s) {sorted(unknown)}; the passes are {', '.join(PASS_NAMES)}")
     reports = []
-    for index, (name, run) in enumerate(default_pipeline()):
+    for index, (name, run) in enumerate(default_pipeline(amp, tuple(checkpoint))):
         if name in disabled:
             continue
         if on_pass is not None:
