@@ -8,6 +8,7 @@ changed. Level 3: also each op's source line and every pass's graph before and a
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from .graph_outline import OutlineRecorder, io_entry, tensor_entry
@@ -31,12 +32,59 @@ def operator_line(node: Any, with_location: bool = False) -> str:
     return line
 
 
+def py_stack(source: str, depth: int = 2) -> str:
+    """A traced op's source (``"net.py:12 in forward: y = self.fc(x)"``, innermost frame first, frames joined
+    by ``" <- "``) in OneFlow's words, outermost first: ``Python Stack[-1]: 'forward' at 'net.py': line 12``.
+    A source that is no user frame (``"grad of model-linear-0"``) is shown as it is."""
+    shown = []
+    frames = source.split(" <- ")
+    for k, frame in enumerate(frames[:depth]):
+        match = _FRAME.match(frame)
+        if match is None:
+            return source
+        where, line, function = match.groups()
+        shown.append(f"Python Stack[-{k + 1}]: '{function}' at '{where}': line {line}")
+    more = "  ... more" if len(frames) > depth else ""
+    return "; ".join(reversed(shown)) + ";" + more
+
+
+_FRAME = re.compile(r"^(.+):(\d+) in ([^:]+): ")
+
+
 class DebugPrinter:
     """Prints a graph's compile-time messages at or below the chosen verbosity (-1: silent)."""
 
     def __init__(self, graph: Any):
         self.graph = graph
         self.level = -1
+        #: ``debug(op_repr_with_py_stack=True)``: print(graph) lists the ops with their Python stack.
+        self.op_repr = False
+        self.max_py_stack_depth = 2
+
+    def configure(self, v_level: int, max_py_stack_depth: int = 2, only_user_py_stack: bool = True,
+                  op_repr_with_py_stack: bool = False) -> None:
+        """What ``graph.debug(...)`` sets. toynet records user frames only, so ``only_user_py_stack=False``
+        shows the same frames."""
+        if not -1 <= v_level <= 3:
+            raise AssertionError(f"The min verbose debug info level is -1, the max is 3, got {v_level}.")
+        if int(max_py_stack_depth) < 1:
+            raise AssertionError(f"max_py_stack_depth must be at least 1, got {max_py_stack_depth}.")
+        self.level = v_level
+        self.max_py_stack_depth = int(max_py_stack_depth)
+        self.op_repr = bool(op_repr_with_py_stack)
+
+    def operators(self, compiled: Any) -> list[tuple[str, str]] | None:
+        """``(module path, OPERATOR line)`` of every op traced by the ``compiled`` step (forward, backward,
+        updates, as written before the passes rewrite them), for print(graph); None unless asked for."""
+        if not self.op_repr or compiled is None:
+            return None
+        lines = []
+        for node in compiled.traced.op_nodes:
+            line = operator_line(node)
+            if node.source:
+                line = line[:-1] + f", location=({py_stack(node.source, self.max_py_stack_depth)}))"
+            lines.append((node.scope, line))
+        return lines
 
     @property
     def tag(self) -> str:

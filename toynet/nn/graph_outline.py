@@ -41,6 +41,8 @@ class Entry:
         self.node = node
 
     def header(self) -> str:
+        if self.tag == "OPERATOR":  # the whole line is made by graph_debug.operator_line
+            return self.text
         if self.text.startswith("<class "):  # a non-tensor input or output: OneFlow flags it
             return f"[WARNING]({self.tag}:{self.name}:{self.text})"
         return f"({self.tag}:{self.name}:{self.text})"
@@ -110,7 +112,7 @@ class OutlineRecorder:
         return entries
 
 
-def module_entry(path: str, module: Any, record: OutlineRecorder | None) -> Entry:
+def module_entry(path: str, module: Any, record: OutlineRecorder | None, ops: dict | None = None) -> Entry:
     entry = Entry("MODULE", path, module._shallow_repr(), module)
     if record is not None:
         entry.children += record.module_inputs.get(path, [])
@@ -120,21 +122,41 @@ def module_entry(path: str, module: Any, record: OutlineRecorder | None) -> Entr
     for name, b in module._buffers.items():
         if b is not None:
             entry.children.append(tensor_entry("BUFFER", f"{path}.{name}", b))
+    if ops:
+        entry.children += ops.get(path, [])
     for name, child in module._modules.items():
         if child is not None:
-            entry.children.append(module_entry(f"{path}.{name}", child, record))
+            entry.children.append(module_entry(f"{path}.{name}", child, record, ops))
     if record is not None:
         entry.children += record.module_outputs.get(path, [])
     return entry
 
 
-def build_outline(name: str, class_name: str, training: bool, modules: dict, record: OutlineRecorder | None) -> Entry:
+def operator_entries(operators: list[tuple[str, str]], modules: dict) -> dict[str, list[Entry]]:
+    """OPERATOR entries by the module path they print under: the op's scope, or the innermost module whose
+    path begins it (an optimizer's update of ``model.0.weight`` goes under ``model.0``); ``""``: the graph."""
+    paths = {path for name, module in modules.items() for path, _ in module.named_modules(prefix=name)}
+    grouped: dict[str, list[Entry]] = {}
+    for scope, line in operators:
+        owner = scope
+        while owner and owner not in paths:
+            owner = owner.rpartition(".")[0]
+        grouped.setdefault(owner, []).append(Entry("OPERATOR", "", line))
+    return grouped
+
+
+def build_outline(name: str, class_name: str, training: bool, modules: dict, record: OutlineRecorder | None,
+                  operators: list[tuple[str, str]] | None = None) -> Entry:
+    """The tree print(graph) shows; ``operators``: ``(scope, OPERATOR line)`` of each op, when asked for."""
+    ops = operator_entries(operators, modules) if operators else None
     root = Entry("GRAPH", name, class_name)
     root.children.append(Entry("CONFIG", "config", f"GraphConfig(training={training}, )"))
     if record is not None:
         root.children += record.graph_inputs
+    if ops:
+        root.children += ops.get("", [])
     for path, module in modules.items():
-        root.children.append(module_entry(path, module, record))
+        root.children.append(module_entry(path, module, record, ops))
     if record is not None:
         root.children += record.graph_outputs
     return root
