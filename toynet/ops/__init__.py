@@ -9,4 +9,5 @@ Importing this package registers them all. Both designs use this one table: Eage
 from . import conv  # noqa: F401
 from . import arithmetic, maths, piecewise, comparison, conversion  # noqa: F401
 from . import linalg, loss, norm, pool, random, reduce, shape  # noqa: F401
+from . import instance_norm, padding, upsample  # noqa: F401  (the style-transfer network's ops)
 from ._op import OPS, Op, ShapeError, register  # noqa: F401
