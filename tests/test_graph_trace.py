@@ -48,8 +48,9 @@ def test_traced_function_is_a_compiled_graph_with_arguments():
     out = affine(flow.randn(6, 3), flow.randn(6, 2))
     assert out.shape == (6, 2) and affine.plan is not plan
     text = repr(affine)
-    assert text.startswith("(GRAPH:affine_")
-    assert "(INPUT:_affine_" in text and "(OUTPUT:_affine_" in text
+    assert affine.name.startswith("affine_graph_")  # the class is named after the function, as in OneFlow
+    assert text.startswith(f"(GRAPH:{affine.name}:affine_graph): (")
+    assert f"(INPUT:_{affine.name}-input_0" in text and f"(OUTPUT:_{affine.name}-output_0" in text
 
 
 def test_closed_over_module_is_a_graph_module_read_fresh():
@@ -95,3 +96,5 @@ def test_graph_named_like_an_attribute_and_non_functions():
     assert "(MODULE:config_:ReLU())" in repr(act)
     with pytest.raises(TypeError, match="decorates a function"):
         flow.nn.Graph.trace(3)
+    with pytest.raises(TypeError, match="nn.Graph subclass"):
+        flow.nn.Graph.trace(nn.ReLU())

@@ -62,7 +62,7 @@ def _block(text: str, header: str) -> list[str]:
         depth = len(line) - len(line.lstrip())
         if depth < indent:
             break
-        if depth == indent:
+        if depth == indent and line.strip() != ")":  # a nested block's closing bracket is not an entry
             body.append(line.strip())
     return body
 
@@ -82,6 +82,11 @@ def test_operators_nest_under_their_modules_with_locations():
     forward = fc[0]
     assert "location=(Python Stack[-1]: 'forward' at 'test_op_repr.py': line " in forward
     assert "-> (model.fc-linear-0/out_0:(size=(2, 3), dtype=(toynet.float32)))" in forward
+    # OneFlow's order in a block: inputs, parameters, buffers, submodules, operators, outputs.
+    tags = [line.split(":")[0] for line in _block(text, "(MODULE:model.fc:")]
+    assert tags == sorted(tags, key=["(INPUT", "(PARAMETER", "(OPERATOR", "(OUTPUT"].index), tags
+    tags = [line.split(":")[0] for line in _block(text, "(MODULE:model:Scaled())")]
+    assert tags == ["(INPUT", "(MODULE", "(OPERATOR", "(OPERATOR", "(OUTPUT"], tags
     model_ops = [line for line in _block(text, "(MODULE:model:Scaled())") if line.startswith("(OPERATOR:")]
     assert any(f"'forward' at 'test_op_repr.py': line {_line('LINE_SCALE')};" in line for line in model_ops)
     graph_ops = [line for line in _block(text, "(GRAPH:") if line.startswith("(OPERATOR:")]

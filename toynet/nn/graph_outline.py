@@ -122,11 +122,11 @@ def module_entry(path: str, module: Any, record: OutlineRecorder | None, ops: di
     for name, b in module._buffers.items():
         if b is not None:
             entry.children.append(tensor_entry("BUFFER", f"{path}.{name}", b))
-    if ops:
-        entry.children += ops.get(path, [])
     for name, child in module._modules.items():
         if child is not None:
             entry.children.append(module_entry(f"{path}.{name}", child, record, ops))
+    if ops:  # after the submodules, before the outputs, as OneFlow orders them
+        entry.children += ops.get(path, [])
     if record is not None:
         entry.children += record.module_outputs.get(path, [])
     return entry
@@ -153,10 +153,10 @@ def build_outline(name: str, class_name: str, training: bool, modules: dict, rec
     root.children.append(Entry("CONFIG", "config", f"GraphConfig(training={training}, )"))
     if record is not None:
         root.children += record.graph_inputs
-    if ops:
-        root.children += ops.get("", [])
     for path, module in modules.items():
         root.children.append(module_entry(path, module, record, ops))
+    if ops:
+        root.children += ops.get("", [])
     if record is not None:
         root.children += record.graph_outputs
     return root

@@ -7,7 +7,7 @@
         return flow.matmul(x, w) + b
 
     y = affine(x)      # the first call traces, optimises and compiles; later calls run the plan
-    print(affine)      # (GRAPH:affine_0:affine): ( ... ) as any graph prints
+    print(affine)      # (GRAPH:affine_graph_0:affine_graph): ( ... ) as any graph prints
 
 The function's arguments are the graph's inputs and its result the graph's output, exactly as for
 ``build``: the decorator writes the subclass (``build`` calls the function) and makes the one instance.
@@ -24,6 +24,7 @@ decorated, so the graph reads it as state, fresh on every call, rather than free
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable
 
 from ..static.trace import StateInfo
@@ -62,13 +63,15 @@ def _names(code: Any) -> list[str]:
 def trace_function(base: type, func: Callable) -> Any:
     """The graph object of ``func`` (``base`` is ``nn.Graph``, passed in so this module need not import
     the one that imports it)."""
-    if not callable(func):
+    if not inspect.isfunction(func):
         raise TypeError(f"nn.Graph.trace decorates a function, got {type(func).__name__}: write "
-                        "@flow.nn.Graph.trace above a def")
+                        "@flow.nn.Graph.trace above a def (for a module, write an nn.Graph subclass)")
     outside = captured_values(func)
     modules = {name: m for name, m in outside.items() if isinstance(m, Module)}
     tensors = {name: t for name, t in outside.items() if isinstance(t, Tensor)}
-    name = getattr(func, "__name__", "traced").replace("<", "").replace(">", "") or "traced"
+    # The graph's class is named after the function, as OneFlow names it: print(graph) shows
+    # (GRAPH:affine_graph_0:affine_graph).
+    name = func.__name__.replace("<", "").replace(">", "") + "_graph"
 
     def __init__(self) -> None:
         base.__init__(self)
