@@ -5,7 +5,8 @@ nested under the module that ran it, with the Python line that made it (OneFlow'
   op they differentiate; the updates of a parameter under the module holding it; ops of build() itself
   under the graph;
 * without the flag, or before the first call, print(graph) shows no OPERATOR entry (unchanged);
-* the depth of the stack shown follows ``max_py_stack_depth``; bad settings are refused.
+* the stack shown is ``max_py_stack_depth`` frames deep, of the user's code unless ``only_user_py_stack=False``
+  adds toynet's own; bad settings are refused.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 import toynet as flow
 from toynet import nn
-from toynet.nn.graph_debug import py_stack
+from toynet.nn.graph_pystack import source_text, stack_text
 
 
 class Scaled(nn.Module):
@@ -80,7 +81,7 @@ def test_operators_nest_under_their_modules_with_locations():
     assert any("linear_grad_weight" in n for n in names), "the backward op belongs to the module it differentiates"
     assert any(n.startswith("model.fc.weight-") for n in names), "the weight's update sits under its module"
     forward = fc[0]
-    assert "location=(Python Stack[-1]: 'forward' at 'test_op_repr.py': line " in forward
+    assert "Python Stack[-1]: 'forward' at 'test_op_repr.py': line " in forward
     assert "-> (model.fc-linear-0/out_0:(size=(2, 3), dtype=(toynet.float32)))" in forward
     # OneFlow's order in a block: inputs, parameters, buffers, submodules, operators, outputs.
     tags = [line.split(":")[0] for line in _block(text, "(MODULE:model.fc:")]
@@ -89,6 +90,8 @@ def test_operators_nest_under_their_modules_with_locations():
     assert tags == ["(INPUT", "(MODULE", "(OPERATOR", "(OPERATOR", "(OUTPUT"], tags
     model_ops = [line for line in _block(text, "(MODULE:model:Scaled())") if line.startswith("(OPERATOR:")]
     assert any(f"'forward' at 'test_op_repr.py': line {_line('LINE_SCALE')};" in line for line in model_ops)
+    backward = [line for line in fc if "linear_grad_weight" in line]
+    assert backward[0].endswith("location=(grad of model.fc-linear-0))"), "a gradient op names the op it differentiates"
     graph_ops = [line for line in _block(text, "(GRAPH:") if line.startswith("(OPERATOR:")]
     assert any("'build' at 'test_op_repr.py'" in line and "sum" in line for line in graph_ops)
     # Every traced op is listed exactly once.
@@ -101,17 +104,43 @@ def test_without_the_flag_print_is_unchanged():
     graph(flow.ones(2, 4))
     assert "(OPERATOR:" not in repr(graph)
     graph.debug(1, op_repr_with_py_stack=True)
-    assert "(OPERATOR:" in repr(graph)
+    # Asked for after the graph compiled: the stacks were not taken, each op shows the line that made it.
+    assert re.search(r"location=\(Python Stack\[-1\]: 'forward' at 'test_op_repr.py': line \d+;\)\)$",
+                     _forward_op(repr(graph)))
     graph.debug(-1)
     assert "(OPERATOR:" not in repr(graph)
 
 
-def test_py_stack_depth_and_bad_settings():
-    source = "net.py:12 in forward: y = self.fc(x) <- train.py:40 in build: out = self.model(x)"
-    assert py_stack(source, 1) == "Python Stack[-1]: 'forward' at 'net.py': line 12;  ... more"
-    assert py_stack(source, 2) == ("Python Stack[-2]: 'build' at 'train.py': line 40; "
-                                   "Python Stack[-1]: 'forward' at 'net.py': line 12;")
-    assert py_stack("grad of model-linear-0") == "grad of model-linear-0"
+def _forward_op(text: str) -> str:
+    return next(line for line in text.split("\n") if "(OPERATOR: model.fc-linear-" in line)
+
+
+def test_stack_depth_and_frames_of_toynet():
+    graph = _graph()
+    graph.debug(0, op_repr_with_py_stack=True)  # default depth 2: build, then forward
+    graph(flow.ones(2, 4))
+    where = re.search(r"location=\((.*)\)\)$", _forward_op(repr(graph))).group(1)
+    assert re.fullmatch(r"Python Stack\[-2\]: 'build' at 'test_op_repr.py': line \d+; "
+                        r"Python Stack\[-1\]: 'forward' at 'test_op_repr.py': line \d+;  ... more", where), where
+    deeper = _graph()
+    deeper.debug(0, op_repr_with_py_stack=True, max_py_stack_depth=3)
+    deeper(flow.ones(2, 4))
+    assert "Python Stack[-3]: 'test_stack_depth_and_frames_of_toynet' at 'test_op_repr.py'" in _forward_op(
+        repr(deeper))
+    inside = _graph()
+    inside.debug(0, op_repr_with_py_stack=True, max_py_stack_depth=4, only_user_py_stack=False)
+    inside(flow.ones(2, 4))
+    line = _forward_op(repr(inside))
+    assert "at 'toynet/" in line, "toynet's own frames are shown when only_user_py_stack=False"
+    assert "Python Stack[-4]" in line and "Python Stack[-5]" not in line
+
+
+def test_stack_text_and_bad_settings():
+    frames = (("net.py", 12, "forward"), ("train.py", 40, "build"))
+    assert stack_text(frames, True) == ("Python Stack[-2]: 'build' at 'train.py': line 40; "
+                                        "Python Stack[-1]: 'forward' at 'net.py': line 12;  ... more")
+    assert source_text("net.py:12 in forward: y = self.fc(x)") == "Python Stack[-1]: 'forward' at 'net.py': line 12;"
+    assert source_text("grad of model-linear-0") == "grad of model-linear-0"
     graph = _graph()
     with pytest.raises(AssertionError, match="max is 3"):
         graph.debug(4)

@@ -96,6 +96,8 @@ class OutlineRecorder:
         self.graph_outputs: list[Entry] = []
         self.module_inputs: dict[str, list[Entry]] = {}
         self.module_outputs: dict[str, list[Entry]] = {}
+        #: op name -> the Python stack that made it (graph.debug(op_repr_with_py_stack=True); see graph_pystack)
+        self.op_stacks: dict[str, str] = {}
 
     def io_entries(self, tag: str, prefix: str, values: Any) -> list[Entry]:
         """One entry per leaf of a module call's (nested) arguments or result."""
