@@ -228,6 +228,14 @@ CALLS: dict[str, Call] = {
         f32(1, 2, 3, 4, device=d)), grad=False),
     "to_channels_first": Call(lambda d: (lambda x: (apply(OPS["to_channels_first"], x), [x]))(
         f32(1, 2, 3, 4, device=d)), grad=False),
+    # the style-transfer network's ops (tests/test_stylenet.py)
+    "reflection_pad2d": unary(lambda x: F.pad(x.reshape(1, 1, 2, 3), (2, 1, 1, 0))),
+    "reflection_pad2d_grad": unary(lambda x: apply(OPS["reflection_pad2d_grad"], x.reshape(1, 1, 2, 3),
+                                                   sides=(1, 0, 0, 0))),
+    "upsample_nearest2d": unary(lambda x: F.interpolate(x.reshape(1, 1, 2, 3), scale_factor=2)),
+    "upsample_nearest2d_grad": unary(lambda x: apply(OPS["upsample_nearest2d_grad"], x.reshape(1, 1, 2, 3),
+                                                     scale=(2, 1))),
+    "instance_norm": unary(lambda x: F.instance_norm(x.reshape(1, 2, 3, 1), eps=1e-3)),
 }
 
 #: Ops that take no float input, so float32 discipline does not apply to them.

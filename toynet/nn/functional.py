@@ -201,3 +201,52 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
         raise TypeError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got {output_size!r}")
     size = tuple(int(input.shape[-2 + i]) if s is None else int(s) for i, s in enumerate(output_size))
     return apply(OPS["adaptive_avg_pool2d"], input, output_size=size)
+
+
+# ------------------------------------------------------------------------- the style-transfer network's layers
+
+
+def pad(input: Tensor, pad: Any, mode: str = "reflect", value: float = 0.0) -> Tensor:
+    """Pad the last two axes by ``pad = (left, right, top, bottom)`` (an int pads all four). toynet pads
+    by reflection only (``mode="reflect"``); zero padding is part of ``conv2d``'s ``padding``."""
+    if mode != "reflect":
+        raise NotImplementedError(f"pad: mode={mode!r} is not supported in toynet, only mode='reflect'; for zeros "
+                                  "around a convolution's input use conv2d's padding argument")
+    sides = (pad,) * 4 if isinstance(pad, int) else tuple(pad)
+    if len(sides) != 4:
+        raise ValueError(f"pad: give (left, right, top, bottom) for the last two axes, got {pad!r}")
+    return apply(OPS["reflection_pad2d"], input, sides=tuple(operator.index(p) for p in sides))
+
+
+def instance_norm(input: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+                  eps: float = 1e-5) -> Tensor:
+    """Normalise each (sample, channel) plane of (N, C, H, W) on its own; then ``* weight + bias`` per channel."""
+    y = apply(OPS["instance_norm"], input, eps=float(eps))
+    if weight is not None:
+        y = y * weight.reshape(1, -1, 1, 1)
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    return y
+
+
+def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                align_corners: bool | None = None) -> Tensor:
+    """Resize (N, C, H, W) to ``size`` or by ``scale_factor``. toynet resizes by nearest neighbour, by
+    whole-number factors (``size`` must then be a multiple of the input's size)."""
+    if mode != "nearest":
+        raise NotImplementedError(f"interpolate: mode={mode!r} is not supported in toynet, only mode='nearest'")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    h, w = input.shape[-2:]
+    if size is not None:
+        out_h, out_w = (size, size) if isinstance(size, int) else size
+        if out_h % h or out_w % w:
+            raise ValueError(f"interpolate: size {(out_h, out_w)} is not a whole multiple of the input's {(h, w)}; "
+                             "toynet upsamples by whole-number factors only")
+        scale = (out_h // h, out_w // w)
+    else:
+        factors = (scale_factor, scale_factor) if not isinstance(scale_factor, (tuple, list)) else scale_factor
+        if any(float(f) != int(f) for f in factors):
+            raise ValueError(f"interpolate: scale_factor {scale_factor!r} must be whole numbers in toynet (e.g. 2)")
+        scale = tuple(int(f) for f in factors)
+    return apply(OPS["upsample_nearest2d"], input, scale=scale)

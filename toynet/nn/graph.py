@@ -63,6 +63,7 @@ from .graph_debug import DebugPrinter
 from .graph_guard import guard_graph
 from .graph_outline import OutlineRecorder, build_outline
 from .graph_state import GraphStateMixin
+from .graph_trace import trace_function
 from .graph_train import OptimizerBinding, scheduled_commit, trace_updates
 from .module import Module
 
@@ -157,6 +158,11 @@ class Graph(GraphStateMixin, GradScalerMixin):
     def build(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("nn.Graph.build() method must be overridden when subclassing the nn.Graph.")
 
+    @staticmethod
+    def trace(func: Any) -> "Graph":
+        """Decorator: the graph object of a function (its arguments the inputs, its result the output)."""
+        return trace_function(Graph, func)
+
     # ------------------------------------------------------------------------------ optimizers
 
     def add_optimizer(self, optim: Any, *, lr_sch: Any = None, is_sparse: bool = False) -> None:
@@ -183,13 +189,6 @@ class Graph(GraphStateMixin, GradScalerMixin):
         self._compiled.clear()
         self.__dict__["_last_call"] = None
 
-    def _parameter_names(self) -> dict[int, str]:
-        names = {}
-        for name, module in self._modules.items():
-            for pname, p in module.named_parameters(prefix=name):
-                names.setdefault(id(p), pname)
-        return names
-
     def _toynet_save_(self, path: Any) -> None:
         """``toynet.save(graph, dir)``: export the compiled forward graph and its state for deployment."""
         if self._last is None:
@@ -204,10 +203,9 @@ class Graph(GraphStateMixin, GradScalerMixin):
               only_user_py_stack: bool = True, op_repr_with_py_stack: bool = False) -> None:
         """Print what happens while the graph compiles: 0 stages and timings, 1 each module's inputs,
         parameters and outputs, 2 each op (name, inputs, device, shapes) and each pass's changes,
-        3 each op's source line and each pass's graph before and after. -1 turns it off."""
-        if not -1 <= v_level <= 3:
-            raise AssertionError(f"The min verbose debug info level is -1, the max is 3, got {v_level}.")
-        self._debug.level = v_level
+        3 each op's source line and each pass's graph before and after. -1 turns it off.
+        ``op_repr_with_py_stack=True``: ``print(graph)`` also lists each op, with where the code made it."""
+        self._debug.configure(v_level, max_py_stack_depth, only_user_py_stack, op_repr_with_py_stack)
 
     def __repr__(self) -> str:
         return self.outline().render()
@@ -217,7 +215,8 @@ class Graph(GraphStateMixin, GradScalerMixin):
         traced by the latest compilation."""
         latest = self._compiled.latest
         record = latest.record if latest is not None else None
-        return build_outline(self._name, type(self).__name__, self.training, self._modules, record)
+        return build_outline(self._name, type(self).__name__, self.training, self._modules, record,
+                             self._debug.operators(latest))
 
     # ------------------------------------------------------------------------------ compiled views
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .graph_outline import OutlineRecorder, io_entry, tensor_entry
+from .graph_pystack import capture, source_text, stack_text
 
 
 def _meta(node: Any) -> str:
@@ -37,6 +38,38 @@ class DebugPrinter:
     def __init__(self, graph: Any):
         self.graph = graph
         self.level = -1
+        #: ``debug(op_repr_with_py_stack=True)``: print(graph) lists the ops with their Python stack.
+        self.op_repr = False
+        self.max_py_stack_depth = 2
+        self.only_user_py_stack = True
+
+    def configure(self, v_level: int, max_py_stack_depth: int = 2, only_user_py_stack: bool = True,
+                  op_repr_with_py_stack: bool = False) -> None:
+        """What ``graph.debug(...)`` sets. The stacks are taken while the graph traces: set them before the
+        first call (a graph compiled earlier shows each op's one-line source instead)."""
+        if not -1 <= v_level <= 3:
+            raise AssertionError(f"The min verbose debug info level is -1, the max is 3, got {v_level}.")
+        if type(max_py_stack_depth) is not int or max_py_stack_depth < 1:
+            raise AssertionError(f"max_py_stack_depth must be an int of at least 1, got {max_py_stack_depth!r}.")
+        self.level = v_level
+        self.max_py_stack_depth = max_py_stack_depth
+        self.only_user_py_stack = bool(only_user_py_stack)
+        self.op_repr = bool(op_repr_with_py_stack)
+
+    def operators(self, compiled: Any) -> list[tuple[str, str]] | None:
+        """``(module path, OPERATOR line)`` of every op traced by the ``compiled`` step (forward, backward,
+        updates, as written before the passes rewrite them), for print(graph); None unless asked for."""
+        if not self.op_repr or compiled is None:
+            return None
+        lines = []
+        stacks = compiled.record.op_stacks
+        for node in compiled.traced.op_nodes:
+            line = operator_line(node)
+            where = stacks.get(node.name) or (source_text(node.source) if node.source else "")
+            if where:
+                line = line[:-1] + f", location=({where}))"
+            lines.append((node.scope, line))
+        return lines
 
     @property
     def tag(self) -> str:
@@ -55,7 +88,7 @@ class DebugPrinter:
                 self.log(1, entries[-1].header())
             return on_value
         return dict(on_input=on_io(record.graph_inputs, "INPUT"), on_output=on_io(record.graph_outputs, "OUTPUT"),
-                    on_module_call=self.module_call_logger(record), log_op=self.op_logger())
+                    on_module_call=self.module_call_logger(record), log_op=self.op_logger(record))
 
     def module_call_logger(self, record: OutlineRecorder) -> Callable:
         def on_module_call(phase: str, path: str, module: Any, values: Any) -> None:
@@ -75,10 +108,19 @@ class DebugPrinter:
                         print(tensor_entry("BUFFER", f"{path}.{name}", b).header(), flush=True)
         return on_module_call
 
-    def op_logger(self) -> Callable | None:
-        if self.level < 2:
+    def op_logger(self, record: OutlineRecorder) -> Callable | None:
+        """Told of each op as it is traced: prints it at level 2 and up, and keeps the Python stack that made
+        it when print(graph) is to show the stacks (an op of the user's code, not a gradient or update)."""
+        if self.level < 2 and not self.op_repr:
             return None
-        return lambda node: print(operator_line(node, with_location=self.level >= 3), flush=True)
+        depth, only_user = self.max_py_stack_depth, self.only_user_py_stack
+
+        def on_op(node: Any) -> None:
+            if self.op_repr and node.source and source_text(node.source) != node.source:
+                record.op_stacks[node.name] = stack_text(*capture(depth, only_user))
+            if self.level >= 2:
+                print(operator_line(node, with_location=self.level >= 3), flush=True)
+        return on_op
 
     def pass_logger(self) -> Callable:
         name = self.graph.name

@@ -41,6 +41,8 @@ class Entry:
         self.node = node
 
     def header(self) -> str:
+        if self.tag == "OPERATOR":  # the whole line is made by graph_debug.operator_line
+            return self.text
         if self.text.startswith("<class "):  # a non-tensor input or output: OneFlow flags it
             return f"[WARNING]({self.tag}:{self.name}:{self.text})"
         return f"({self.tag}:{self.name}:{self.text})"
@@ -94,6 +96,8 @@ class OutlineRecorder:
         self.graph_outputs: list[Entry] = []
         self.module_inputs: dict[str, list[Entry]] = {}
         self.module_outputs: dict[str, list[Entry]] = {}
+        #: op name -> the Python stack that made it (graph.debug(op_repr_with_py_stack=True); see graph_pystack)
+        self.op_stacks: dict[str, str] = {}
 
     def io_entries(self, tag: str, prefix: str, values: Any) -> list[Entry]:
         """One entry per leaf of a module call's (nested) arguments or result."""
@@ -110,7 +114,7 @@ class OutlineRecorder:
         return entries
 
 
-def module_entry(path: str, module: Any, record: OutlineRecorder | None) -> Entry:
+def module_entry(path: str, module: Any, record: OutlineRecorder | None, ops: dict | None = None) -> Entry:
     entry = Entry("MODULE", path, module._shallow_repr(), module)
     if record is not None:
         entry.children += record.module_inputs.get(path, [])
@@ -122,19 +126,39 @@ def module_entry(path: str, module: Any, record: OutlineRecorder | None) -> Entr
             entry.children.append(tensor_entry("BUFFER", f"{path}.{name}", b))
     for name, child in module._modules.items():
         if child is not None:
-            entry.children.append(module_entry(f"{path}.{name}", child, record))
+            entry.children.append(module_entry(f"{path}.{name}", child, record, ops))
+    if ops:  # after the submodules, before the outputs, as OneFlow orders them
+        entry.children += ops.get(path, [])
     if record is not None:
         entry.children += record.module_outputs.get(path, [])
     return entry
 
 
-def build_outline(name: str, class_name: str, training: bool, modules: dict, record: OutlineRecorder | None) -> Entry:
+def operator_entries(operators: list[tuple[str, str]], modules: dict) -> dict[str, list[Entry]]:
+    """OPERATOR entries by the module path they print under: the op's scope, or the innermost module whose
+    path begins it (an optimizer's update of ``model.0.weight`` goes under ``model.0``); ``""``: the graph."""
+    paths = {path for name, module in modules.items() for path, _ in module.named_modules(prefix=name)}
+    grouped: dict[str, list[Entry]] = {}
+    for scope, line in operators:
+        owner = scope
+        while owner and owner not in paths:
+            owner = owner.rpartition(".")[0]
+        grouped.setdefault(owner, []).append(Entry("OPERATOR", "", line))
+    return grouped
+
+
+def build_outline(name: str, class_name: str, training: bool, modules: dict, record: OutlineRecorder | None,
+                  operators: list[tuple[str, str]] | None = None) -> Entry:
+    """The tree print(graph) shows; ``operators``: ``(scope, OPERATOR line)`` of each op, when asked for."""
+    ops = operator_entries(operators, modules) if operators else None
     root = Entry("GRAPH", name, class_name)
     root.children.append(Entry("CONFIG", "config", f"GraphConfig(training={training}, )"))
     if record is not None:
         root.children += record.graph_inputs
     for path, module in modules.items():
-        root.children.append(module_entry(path, module, record))
+        root.children.append(module_entry(path, module, record, ops))
+    if ops:
+        root.children += ops.get("", [])
     if record is not None:
         root.children += record.graph_outputs
     return root

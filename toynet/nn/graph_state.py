@@ -39,6 +39,14 @@ class GraphStateMixin:
             out[key] = extras[key]
         return out
 
+    def _parameter_names(self) -> dict[int, str]:
+        """id -> state-dict name (``model.fc.weight``) of every parameter of the graph's modules."""
+        names = {}
+        for name, module in self._modules.items():
+            for pname, p in module.named_parameters(prefix=name):
+                names.setdefault(id(p), pname)
+        return names
+
     def _slot_keys(self, groups: dict[int, list[dict]]) -> dict[str, tuple]:
         """``"<param>-<suffix>"`` -> (optimizer, parameter, slot, fresh slot tensor) for every slot there can
         be with the settings of ``groups`` (optimizer index -> its parameter groups as they will be)."""

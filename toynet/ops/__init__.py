@@ -12,4 +12,5 @@ from . import linalg, loss, norm, pool, random, reduce, shape  # noqa: F401
 from . import trigonometry, rounding  # noqa: F401  (later additions go last: OPS keeps its order)
 from . import cumulative  # noqa: F401  (ONNX's CumSum)
 from . import conv_fused  # noqa: F401  (ops only the compiler writes)
+from . import instance_norm, padding, upsample  # noqa: F401  (the style-transfer network's ops)
 from ._op import OPS, Op, ShapeError, register  # noqa: F401

@@ -97,6 +97,8 @@ ATTRIBUTES: dict[str, tuple[str, Any]] = {
     "dilation": ("an int or a pair of ints from 1 to 65536", _ints(1, 65536, 2, scalar=True)),
     "padding": ("an int or a pair of ints from 0 to 65536", _ints(0, 65536, 2, scalar=True)),
     "output_size": ("an int or a pair of ints from 1 to 2**31", _ints(1, _BIG, 2, scalar=True)),
+    "sides": ("four ints from 0 to 65536 (left, right, top, bottom)", _ints(0, 65536, 4)),
+    "scale": ("a pair of ints from 1 to 65536", _ints(1, 65536, 2)),
     "shape": ("a tuple of sizes (-1 to 2**31)", _ints(-1, _BIG)),
     "input_shape": ("a tuple of sizes", _ints(0, _BIG)),
     "weight_shape": ("a tuple of sizes", _ints(0, _BIG)),

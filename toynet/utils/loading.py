@@ -40,6 +40,9 @@ class ShapeMismatch(ValueError):
 def prepared(value: Any, shape: tuple, dtype: backend.DType, device: backend.Device) -> Tensor:
     """``value`` checked for a target of ``shape``/``dtype``/``device``, as a tensor of that dtype and
     device (a copy only when needed). Raises ``TypeError``/``ValueError`` saying what is wrong."""
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+        # A PyTorch state dict's tensor (the torch2flow page): its values, through NumPy as the page does.
+        value = value.detach().cpu().numpy()
     if isinstance(value, Tensor):
         if value.node is not None:
             raise TypeError("holds a lazy tensor (made inside nn.Graph.build), which has no value to load")

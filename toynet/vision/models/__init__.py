@@ -7,3 +7,4 @@ No weights are ever downloaded: ``pretrained=True`` raises an error that says ho
 """
 
 from .mobilenetv2 import ConvBNActivation, ConvBNReLU, InvertedResidual, MobileNetV2, mobilenet_v2  # noqa: F401
+from . import neural_style_transfer  # noqa: F401,E402
