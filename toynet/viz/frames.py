@@ -35,6 +35,7 @@ class Frame:
     lineno: int | None
     drawing: Drawing
     added: tuple[str, ...] = ()
+    log: tuple[str, ...] = ()   # the debug lines printed during this step (Graph mode, graph.debug(level))
     _extent: Extent | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -111,6 +112,7 @@ class Step:
     count: int                 # tensors (eager) or nodes (static) present after the step
     ops: int = 0               # ops run during the step (0: it only created tensors)
     manual: bool = False
+    log: list[str] = field(default_factory=list)   # debug lines printed during the step
 
 
 def build_frames(picture: Picture, steps: list[Step], present: Callable[[int], set[str]],
@@ -124,7 +126,7 @@ def build_frames(picture: Picture, steps: list[Step], present: Callable[[int], s
         added = tuple(n for n in picture.nodes if n in now and n not in before)
         drawing = to_digraph(picture, hidden=set(picture.nodes) - now, highlight=added,
                              legend_items=legend_items, **layout)
-        frames.append(Frame(index, step.label, step.source, step.lineno, drawing, added))
+        frames.append(Frame(index, step.label, step.source, step.lineno, drawing, added, tuple(step.log)))
         before = now
     return frames
 
