@@ -10,7 +10,10 @@ its phase's op boxes), so that the log and the picture read as one. The colours 
 
 from __future__ import annotations
 
+import html
 import re
+from collections.abc import Sequence
+from typing import Any
 
 from .style import ROLES
 
@@ -51,3 +54,23 @@ def phase_of(label: str) -> str | None:
 
 def _fill(role: str) -> str | None:
     return ROLES[role][0].get("fillcolor")
+
+
+def log_html(frames: Sequence[Any], index: int, height: int, font_px: int = 12) -> str:
+    """The notebook player's log for frame ``index``: every line printed so far in a box ``height`` pixels
+    high that opens scrolled to its end (a flex column in reverse starts at the bottom: no script), the
+    earlier steps' lines dimmed, this step's on the fills of the nodes they name. Lines are never
+    wrapped (a wrapped tensor description is hard to read): a long one scrolls sideways."""
+    phase = phase_of(frames[index].label)
+    rows = [f"<div style='color:{EARLIER}'>{html.escape(line) or '&nbsp;'}</div>"
+            for frame in frames[:index] for line in frame.log]
+    for line in frames[index].log:
+        fill = fill_of(line, phase)
+        background = f"background:{fill};" if fill else ""
+        rows.append(f"<div style='{background}color:#212529'>{html.escape(line) or '&nbsp;'}</div>")
+    if not rows:
+        rows = [f"<div style='color:{EARLIER}'>(nothing printed: set graph.debug(level) before the first call "
+                "to see what it prints here)</div>"]
+    return (f"<div style='display:flex;flex-direction:column-reverse;overflow:auto;height:{height}px;"
+            f"border:1px solid #dee2e6;background:#fcfcfd'><div style='font:{font_px}px/1.35 monospace;"
+            f"white-space:pre;width:max-content;min-width:100%;padding:4px 6px'>{''.join(rows)}</div></div>")

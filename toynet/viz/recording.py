@@ -245,11 +245,11 @@ class Recorder:
         return to_digraph(self._picture, **self._layout)
 
     def to_gif(self, path: str, fps: float = 1.0, duration: float | None = None, captions: bool = True,
-               loop: int = 0, max_size: int | None = 1600, min_text_px: float = MIN_TEXT_PX) -> str:
-        """Save the frames as an animated GIF, its text at least ``min_text_px`` pixels high (see
-        :func:`toynet.viz.gif.to_gif`)."""
+               loop: int = 0, max_size: int | None = 1600, min_text_px: float = MIN_TEXT_PX, log: bool = True) -> str:
+        """Save the frames as an animated GIF, its text at least ``min_text_px`` pixels high, with the debug
+        lines beside the picture if there are any and ``log`` (see :func:`toynet.viz.gif.to_gif`)."""
         return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop,
-                      max_size=max_size, min_text_px=min_text_px)
+                      max_size=max_size, min_text_px=min_text_px, log=log)
 
     def player(self, interval: int = 1000, height: int = 700) -> Any:
         """A notebook widget at most ``height`` pixels high: Play, a step slider, the step's source line
