@@ -185,3 +185,14 @@ def test_player_scrolls_the_log_with_the_slider(recorded):
     assert last.count(f"color:{log_lines.EARLIER}") == sum(len(f.log) for f in rec.frames[:-1])
     silent = recorded[-1][0].player()
     assert silent.debug_log is None and silent.children[2] is silent.picture
+
+
+@needs_dot
+def test_the_graph_build_figure_is_the_tutorial_graph_at_debug_1_without_timings():
+    rec = figures.graph_build_recording()
+    lines = [line for frame in rec.frames for line in frame.log]
+    assert any(line.startswith("(MODULE:model.0:Linear") for line in lines)
+    assert not any(line.startswith("(OPERATOR:") for line in lines)  # level 1: no op lines
+    costs = [line for line in lines if "Cost time" in line]
+    assert len(costs) == 2 and all(line.endswith("Cost time: ...s.") for line in costs)
+    assert "graph_build.gif" in figures.FILES
