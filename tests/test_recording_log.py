@@ -159,9 +159,13 @@ def test_gif_shows_the_log_beside_the_graph(recorded, tmp_path):
             panel = gif.convert("RGB").crop((plain.width, 0, gif.width, plain.height - 100))
             panels.append({colour for _, colour in panel.getcolors(1 << 16)})
     parameter, input_, module = (_rgb(style.ROLES[r][0]["fillcolor"]) for r in ("PARAMETER", "INPUT", "module"))
-    assert input_ in panels[0] and parameter not in panels[0]  # the graph's inputs, nothing else yet
-    assert {parameter, module, input_} <= panels[1]             # model.0 is called: its parameters
-    assert parameter not in panels[-1]                          # compiling: untagged pass lines
+
+    def shows(colours, colour):  # the GIF's 256-colour palette may move a fill by a unit or two
+        return any(max(abs(a - b) for a, b in zip(c, colour)) <= 3 for c in colours)
+
+    assert shows(panels[0], input_) and not shows(panels[0], parameter)  # the graph's inputs, nothing else yet
+    assert all(shows(panels[1], c) for c in (parameter, module, input_))  # model.0 is called: its parameters
+    assert not shows(panels[-1], parameter)                               # compiling: untagged pass lines
 
 
 @needs_dot

@@ -136,6 +136,7 @@ def _draw_log(draw: Any, frames: Sequence[Any], index: int, box: tuple[int, int,
     their start is shown and the rest counted."""
     x0, y0, x1, y1 = box
     row = LOG_FONT_PX + 4
+    draw.fontmode = "1"  # crisp, not smoothed: a terminal font reads as well and the GIF is much smaller
     draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill="#fcfcfd", outline="#dee2e6")
     draw.text((x0 + 8, y0 + 6), f"printed by graph.debug(), step {index + 1}/{len(frames)}",
               fill=(214, 51, 108), font=font)

@@ -60,7 +60,8 @@ def log_html(frames: Sequence[Any], index: int, height: int, font_px: int = 12) 
     """The notebook player's log for frame ``index``: every line printed so far in a box ``height`` pixels
     high that opens scrolled to its end (a flex column in reverse starts at the bottom: no script), the
     earlier steps' lines dimmed, this step's on the fills of the nodes they name. Lines are never
-    wrapped (a wrapped tensor description is hard to read): a long one scrolls sideways."""
+    wrapped (a wrapped tensor description is hard to read): a long one scrolls sideways. A log shorter
+    than the box starts at its top (the auto margin takes the free space)."""
     phase = phase_of(frames[index].label)
     rows = [f"<div style='color:{EARLIER}'>{html.escape(line) or '&nbsp;'}</div>"
             for frame in frames[:index] for line in frame.log]
@@ -73,4 +74,4 @@ def log_html(frames: Sequence[Any], index: int, height: int, font_px: int = 12) 
                 "to see what it prints here)</div>"]
     return (f"<div style='display:flex;flex-direction:column-reverse;overflow:auto;height:{height}px;"
             f"border:1px solid #dee2e6;background:#fcfcfd'><div style='font:{font_px}px/1.35 monospace;"
-            f"white-space:pre;width:max-content;min-width:100%;padding:4px 6px'>{''.join(rows)}</div></div>")
+            f"white-space:pre;width:max-content;min-width:100%;margin-bottom:auto;padding:4px 6px'>{''.join(rows)}</div></div>")
