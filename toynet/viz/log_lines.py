@@ -74,4 +74,5 @@ def log_html(frames: Sequence[Any], index: int, height: int, font_px: int = 12) 
                 "to see what it prints here)</div>"]
     return (f"<div style='display:flex;flex-direction:column-reverse;overflow:auto;height:{height}px;"
             f"border:1px solid #dee2e6;background:#fcfcfd'><div style='font:{font_px}px/1.35 monospace;"
-            f"white-space:pre;width:max-content;min-width:100%;margin-bottom:auto;padding:4px 6px'>{''.join(rows)}</div></div>")
+            "white-space:pre;width:max-content;min-width:100%;margin-bottom:auto;padding:4px 6px'>"
+            f"{''.join(rows)}</div></div>")
