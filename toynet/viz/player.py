@@ -71,7 +71,7 @@ class Player(widgets.VBox):
         body: Any = self.picture
         self.debug_log = None
         if any(f.log for f in self.frames):
-            self.picture.layout.max_width = f"calc(100% - {LOG_WIDTH})"
+            self.picture.layout.max_width = f"calc(100% - {LOG_WIDTH} - 8px)"  # the log and its margin
             self.debug_log = widgets.HTML(layout=widgets.Layout(width=LOG_WIDTH, flex="0 0 auto", margin="0 0 0 8px"))
             body = widgets.HBox([self.picture, self.debug_log], layout=widgets.Layout(align_items="flex-start"))
         super().__init__([controls, self.caption, body],
