@@ -253,7 +253,7 @@ class Recorder:
 
     def player(self, interval: int = 1000, height: int = 700) -> Any:
         """A notebook widget at most ``height`` pixels high: Play, a step slider, the step's source line
-        above the graph as SVG (see :mod:`toynet.viz.player`)."""
+        above the graph as SVG, and the debug lines beside it if any (see :mod:`toynet.viz.player`)."""
         try:
             from .player import Player  # needs ipywidgets: toynet.viz imports without it
         except ImportError as error:
@@ -275,7 +275,9 @@ def record(group: str = "statement", merge_creations: bool = True, names: Mappin
 
     ``draw_options`` are those of :func:`toynet.viz.draw` that make sense per frame: ``rankdir``,
     ``legend``, ``show_values``, ``show_saved``, ``show_attrs``, ``literals`` (and for Graph mode
-    ``phases``, ``show_names``). ``include_backward=True`` also records the ops ``backward()`` runs.
+    ``phases``, ``show_names``; ``by_module=False`` draws a traced graph in phase clusters instead of
+    by module). ``include_backward=True`` also records the ops ``backward()`` runs. Around an ``nn.Graph``'s
+    first call, each frame's ``log`` holds the lines ``graph.debug(level)`` printed during its step.
     """
     return Recorder(group, merge_creations, names, include_backward, **draw_options)
 
