@@ -49,6 +49,8 @@ CAPTIONS = {
     "compute_graph": "The computation graph of the tutorial's example: loss = sum((x @ w + b - y)^2 / 2).",
     "dynamic_graph": "Eager mode builds the graph as the code runs, one op at a time.",
     "static_graph": "Graph mode: the whole graph, traced first, then compiled and run.",
+    "graph_build": "Graph mode's first call, step by step: the trace adds each module's ops, beside what "
+                   "graph.debug(1) prints for them.",
     "01-wxb": "Eager mode after x, w and b exist: three leaves and no ops yet.",
     "02-z": "After z = matmul(x, w) + b: the first ops, recorded as they ran.",
     "poly_fit": "The polynomial fit: sin(x) and the cubic fitted by gradient descent.",

@@ -8,7 +8,8 @@ op table up to the visualiser, can import it at the top without making a circle:
 * **the active tracer**: while ``nn.Graph.build`` runs, ``tracer`` is the :class:`toynet.static.trace.Tracer`
   that turns every op into a graph node instead of computing it. ``None`` means Eager mode.
 * **observers**: callbacks told about every eager op (``op_observers``) and every traced node
-  (``node_observers``); ``toynet.viz.record`` animates graph construction through them.
+  (``node_observers``) and every line ``graph.debug(level)`` prints (``log_observers``);
+  ``toynet.viz.record`` animates graph construction, and its debug printout, through them.
 
 The values are plain module attributes, read on every op, so they cost one attribute lookup.
 """
@@ -29,6 +30,9 @@ op_observers: list[Callable[..., None]] = []
 
 #: ``observer(node, graph)`` for every node a tracer adds.
 node_observers: list[Callable[..., None]] = []
+
+#: ``observer(message)`` for every message an ``nn.Graph``'s debug level prints (after printing it).
+log_observers: list[Callable[[str], None]] = []
 
 
 # ------------------------------------------------------------------------------------------ tracer

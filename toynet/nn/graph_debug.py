@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .. import mode
 from .graph_outline import OutlineRecorder, io_entry, tensor_entry
 from .graph_pystack import capture, source_text, stack_text
 
@@ -30,6 +31,14 @@ def operator_line(node: Any, with_location: bool = False) -> str:
     if with_location and node.source:
         line = line[:-1] + f", location=({node.source}))"
     return line
+
+
+def say(message: str) -> None:
+    """Print one debug message; every line printed goes through here, so that an observer in
+    ``toynet.mode.log_observers`` (a ``flow.viz.record()`` animation) sees exactly what was printed."""
+    print(message, flush=True)
+    for observer in mode.log_observers:
+        observer(message)
 
 
 class DebugPrinter:
@@ -77,7 +86,7 @@ class DebugPrinter:
 
     def log(self, level: int, message: str) -> None:
         if self.level >= level:
-            print(message, flush=True)
+            say(message)
 
     def trace_hooks(self, record: OutlineRecorder) -> dict[str, Callable | None]:
         """The callbacks :func:`toynet.static.trace.trace_step` takes: they fill ``record`` (the INPUT and
@@ -96,16 +105,16 @@ class DebugPrinter:
             if self.level < 1:
                 return
             if phase == "enter":
-                print(f"(MODULE:{path}:{module._shallow_repr()})", flush=True)
+                say(f"(MODULE:{path}:{module._shallow_repr()})")
             for entry in entries:
-                print(entry.header(), flush=True)
+                say(entry.header())
             if phase == "enter":
                 for name, p in module._parameters.items():
                     if p is not None:
-                        print(tensor_entry("PARAMETER", f"{path}.{name}", p).header(), flush=True)
+                        say(tensor_entry("PARAMETER", f"{path}.{name}", p).header())
                 for name, b in module._buffers.items():
                     if b is not None:
-                        print(tensor_entry("BUFFER", f"{path}.{name}", b).header(), flush=True)
+                        say(tensor_entry("BUFFER", f"{path}.{name}", b).header())
         return on_module_call
 
     def op_logger(self, record: OutlineRecorder) -> Callable | None:
@@ -119,7 +128,7 @@ class DebugPrinter:
             if self.op_repr and node.source and source_text(node.source) != node.source:
                 record.op_stacks[node.name] = stack_text(*capture(depth, only_user))
             if self.level >= 2:
-                print(operator_line(node, with_location=self.level >= 3), flush=True)
+                say(operator_line(node, with_location=self.level >= 3))
         return on_op
 
     def pass_logger(self) -> Callable:
@@ -136,11 +145,11 @@ class DebugPrinter:
                 f"({_size(memory.bytes_without_reuse)} with an array of their own each)")
             self.log(1, f"{name} finish compiling with pass pass_cnt_{index}-{pass_name}{planned}")
             if self.level >= 3:
-                print(payload.details(), flush=True)
-                print(f"--- before {pass_name} ---\n{payload.before.format(show_source=True)}", flush=True)
-                print(f"--- after {pass_name} ---\n{payload.after.format(show_source=True)}", flush=True)
+                say(payload.details())
+                say(f"--- before {pass_name} ---\n{payload.before.format(show_source=True)}")
+                say(f"--- after {pass_name} ---\n{payload.after.format(show_source=True)}")
             elif self.level >= 2:
-                print(payload.summary(), flush=True)
+                say(payload.summary())
         return on_pass
 
 

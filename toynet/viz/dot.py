@@ -2,7 +2,8 @@
 
 Two knobs exist for animations: ``hidden`` node ids are written with ``style=invis`` (still laid out,
 so every frame of a recording places every node at the same spot), and ``highlight`` ids get the
-"added in this step" mark.
+"added in this step" mark. ``partial_clusters=False`` also hides a cluster until all its nodes are shown:
+a cluster is drawn around its whole final extent, so one drawn early would frame empty space.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def text(lines: Iterable[str]) -> str:
 
 def to_digraph(picture: Picture, *, rankdir: str = "TB", legend: bool = True, title: str = "",
                hidden: Iterable[str] = (), highlight: Iterable[str] = (),
-               legend_items: Iterable[str] | None = None, name: str = "toynet") -> Drawing:
+               legend_items: Iterable[str] | None = None, name: str = "toynet",
+               partial_clusters: bool = True) -> Drawing:
     """Write ``picture`` as a :class:`Drawing` (a ``graphviz.Digraph``)."""
     if rankdir not in ("TB", "LR", "BT", "RL"):
         raise ValueError(f"rankdir must be 'TB' (top to bottom) or 'LR' (left to right), got {rankdir!r}")
@@ -43,7 +45,8 @@ def to_digraph(picture: Picture, *, rankdir: str = "TB", legend: bool = True, ti
         members[node.cluster].append(node)
 
     def all_hidden(path: tuple[str, ...]) -> bool:
-        return all(n.id in hidden for p, ns in members.items() if p[:len(path)] == path for n in ns)
+        inside = [n.id in hidden for p, ns in members.items() if p[:len(path)] == path for n in ns]
+        return all(inside) or (not partial_clusters and any(inside))
 
     def emit(target: graphviz.Digraph, path: tuple[str, ...]) -> None:
         for node in members[path]:

@@ -72,6 +72,17 @@ def module_picture(outline: Any, graph: Graph | None, *, renamed: Mapping[str, s
     (None) draws them only when there are at most
     :data:`~toynet.viz.module_edges.MAX_SAVED_EDGES`, and says so otherwise.
     """
+    return placed_modules(outline, graph, renamed=renamed, phases=phases, depth=depth, updates=updates,
+                          show_saved=show_saved, show_values=show_values, show_names=show_names,
+                          literals=literals).picture
+
+
+def placed_modules(outline: Any, graph: Graph | None, *, renamed: Mapping[str, str | None] | None = None,
+                   phases: Iterable[str] = PHASES, depth: int | None = None, updates: str = "auto",
+                   show_saved: bool | None = None, show_values: bool = False, show_names: bool = False,
+                   literals: str = "node") -> ModuleLayout:
+    """:func:`module_picture`'s finished layout: its ``.picture``, and the maps from graph nodes and module
+    calls to picture nodes that an animation needs to show the picture part by part."""
     if depth is not None and depth < 1:
         raise ValueError(f"depth counts module levels and must be at least 1 (or None), got {depth}")
     if updates not in ("auto", "edges", "nodes"):
@@ -83,7 +94,7 @@ def module_picture(outline: Any, graph: Graph | None, *, renamed: Mapping[str, s
     if graph is not None:
         ModuleEdges(layout, updates, show_saved).add_all()
     layout.finish()
-    return layout.picture
+    return layout
 
 
 def summary_module_picture(outline: Any, graph: Graph | None, max_nodes: int | None, **options: Any) -> Picture:

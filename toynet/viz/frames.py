@@ -35,6 +35,7 @@ class Frame:
     lineno: int | None
     drawing: Drawing
     added: tuple[str, ...] = ()
+    log: tuple[str, ...] = ()   # the debug lines printed during this step (Graph mode, graph.debug(level))
     _extent: Extent | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -111,20 +112,22 @@ class Step:
     count: int                 # tensors (eager) or nodes (static) present after the step
     ops: int = 0               # ops run during the step (0: it only created tensors)
     manual: bool = False
+    log: list[str] = field(default_factory=list)   # debug lines printed during the step
 
 
 def build_frames(picture: Picture, steps: list[Step], present: Callable[[int], set[str]],
                  layout: dict[str, Any]) -> list[Frame]:
     """One frame per step: ``present(step.count)`` names the picture nodes that exist after the step;
-    the nodes new in that step are highlighted."""
+    the nodes new in that step are highlighted. A cluster (a module, a phase) is drawn once all of its
+    nodes exist: drawn earlier, its box would reach round nodes still hidden."""
     legend_items = picture.roles() + ["highlight"]
     frames, before = [], set()
     for index, step in enumerate(steps):
         now = present(step.count)
         added = tuple(n for n in picture.nodes if n in now and n not in before)
         drawing = to_digraph(picture, hidden=set(picture.nodes) - now, highlight=added,
-                             legend_items=legend_items, **layout)
-        frames.append(Frame(index, step.label, step.source, step.lineno, drawing, added))
+                             legend_items=legend_items, partial_clusters=False, **layout)
+        frames.append(Frame(index, step.label, step.source, step.lineno, drawing, added, tuple(step.log)))
         before = now
     return frames
 

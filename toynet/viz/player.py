@@ -11,6 +11,11 @@ scrolled to the corner nearest its new nodes (the bottom of a top-down graph): t
 takes the flex-flow whose start is that corner, so no script is needed.
 Each frame shows the final picture's part cut back to the nodes present so far (:meth:`Frame.grown`),
 so early steps are small and no node moves. A frame is rendered to SVG by ``dot`` when first shown.
+
+A Graph-mode recording whose graph had ``graph.debug(level)`` set carries the lines it printed: they
+sit in a box beside the picture (``.debug_log``), every line printed so far, scrolled to this step's, which
+are on the colours of the nodes they name (:func:`~toynet.viz.log_lines.log_html`). Moving the slider
+scrolls the log with it.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from .log_lines import log_html
 from .rendering import Box, scale_for
 
 HEIGHT = 700     # pixels: the whole widget
+LOG_WIDTH = "42%"  # the log's share of the width, when there is a log
 CONTROLS = 36    # the row of Play and the slider
 CAPTION = 84     # the step, its line and its source: four lines, then it scrolls
 GAPS = 12        # the widgets' margins
@@ -32,8 +39,9 @@ GAPS = 12        # the widgets' margins
 
 class Player(widgets.VBox):
     """``rec.player()``: the widget; ``.play``, ``.slider``, ``.caption`` and ``.view`` are its parts
-    (``.view`` holds the SVG, inside ``.picture``, the box that scrolls); ``.scale`` is the picture's
-    pixels per point, ``.view_height`` the most pixels it is shown in."""
+    (``.view`` holds the SVG, inside ``.picture``, the box that scrolls), and ``.debug_log`` the debug lines
+    (``None`` if the frames carry none); ``.scale`` is the picture's pixels per point, ``.view_height``
+    the most pixels it is shown in."""
 
     def __init__(self, frames: Sequence[Any], interval: int = 1000, height: int = HEIGHT):
         if not frames:
@@ -60,7 +68,13 @@ class Player(widgets.VBox):
             align_items="flex-start", flex_flow=CORNERS[False, False]))
         self.slider.observe(self._on_slider, names="value")
         controls = widgets.HBox([self.play, self.slider], layout=widgets.Layout(height=f"{CONTROLS}px"))
-        super().__init__([controls, self.caption, self.picture],
+        body: Any = self.picture
+        self.debug_log = None
+        if any(f.log for f in self.frames):
+            self.picture.layout.max_width = f"calc(100% - {LOG_WIDTH} - 8px)"  # the log and its margin
+            self.debug_log = widgets.HTML(layout=widgets.Layout(width=LOG_WIDTH, flex="0 0 auto", margin="0 0 0 8px"))
+            body = widgets.HBox([self.picture, self.debug_log], layout=widgets.Layout(align_items="flex-start"))
+        super().__init__([controls, self.caption, body],
                          layout=widgets.Layout(max_height=f"{height}px", overflow="hidden"))
         self.show(0)
 
@@ -79,6 +93,8 @@ class Player(widgets.VBox):
         self.caption.value = (f"<b>step {index + 1}/{len(self.frames)}</b> {html.escape(where)}"
                               f"<pre style='margin:0;line-height:1.3'>{html.escape(frame.label)}</pre>")
         self.view.value = self._svgs[index]
+        if self.debug_log is not None:
+            self.debug_log.value = log_html(self.frames, index, self.view_height - 2)  # less its border
         self.picture.layout.flex_flow = corner(window, frame.focus())
 
 

@@ -26,11 +26,12 @@ step since the previous ``rec.step`` into one step with that label (to group as 
 
 Graph mode: while a recording is active, :meth:`Recorder.on_node` is in
 ``toynet.mode.node_observers``, which the tracer calls with every :class:`~toynet.static.Node`
-it adds (``on_node(node)``; a tracer may pass ``graph=`` too). Consecutive op nodes of the same phase,
-module and source line form one step; inputs form the first step, and state and constants join the
-step of the op that first reads them. If any node was reported, the frames show the static graph
-only. The graph's outputs and state updates are drawn when the graph is known: passed as ``graph=``,
-or found after the block as the ``traced_ir`` of an ``nn.Graph`` in the block's variables.
+it adds (``on_node(node)``; a tracer may pass ``graph=`` too), and every line ``graph.debug(level)``
+prints reaches the recording through ``toynet.mode.log_observers``. :mod:`toynet.viz.traced_steps`
+cuts both into steps: each frame carries the tagged lines (``frame.log``) printed while its nodes
+appeared, and the debug level chooses how many. If any node was reported, the frames show the static
+graph only: by module, as ``print(graph)`` nests it, when the ``nn.Graph`` is found after the block in
+the block's variables (``by_module=False``: the plain static picture, in phase clusters).
 
 Every frame is the *final* picture with the nodes that did not exist yet drawn invisibly
 (``style=invis``): dot then places every node at the same spot in every frame, so nothing jumps.
@@ -43,17 +44,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import autograd, mode
-from ..static.ir import CONSTANT, INPUT, OP, STATE, Graph, Node
+from ..static.ir import Graph, Node
 from ..tensor import Tensor
 from .dot import to_digraph
 from .draw_eager import Application, eager_picture
-from .draw_static import static_picture
 from .frames import Frame, Step, build_frames
 from .gif import to_gif
 from .model import Picture
 from .names import Namer, find_names, frame_namespaces
 from .rendering import MIN_TEXT_PX, Drawing
 from .source import StatementIndex
+from .traced_steps import TracedSteps
 
 
 class Recorder:
@@ -70,18 +71,15 @@ class Recorder:
         self.names = names
         self.draw_options = draw_options
         self._layout = {k: draw_options.pop(k) for k in ("rankdir", "legend") if k in draw_options}
+        self._by_module = draw_options.pop("by_module", True)
         self._tensors: list[Tensor] = []
         self._index: dict[int, int] = {}
         self._made_by: dict[int, Application] = {}
         self._bound: dict[int, str] = {}
         self._preexisting: list[Tensor] = []   # held, so that their ids stay theirs during the block
         self._steps: list[Step] = []          # eager steps; counts are tensors
-        self._static_steps: list[Step] = []   # Graph-mode steps; counts are nodes
+        self._traced = TracedSteps()          # Graph-mode steps; counts are nodes
         self._ops_pending = 0
-        self._nodes: list[Node] = []
-        self._waiting: list[Node] = []         # state and constants, until the op that reads them
-        self._node_key: tuple = ()
-        self._graph: Graph | None = None
         self._final_names: dict[int, str] = {}
         self._frame: Any = None
         self._statements: StatementIndex | None = None
@@ -100,6 +98,7 @@ class Recorder:
         self._preexisting = [v for v in frame.f_locals.values() if isinstance(v, Tensor)]
         mode.op_observers.append(self)
         mode.node_observers.append(self.on_node)
+        mode.log_observers.append(self._traced.on_log)
         self._previous_trace, self._previous_frame_trace = sys.gettrace(), frame.f_trace
         sys.settrace(_trace_nothing)   # line events need a global trace function...
         frame.f_trace = self._on_line  # ...but only this frame is traced line by line
@@ -111,8 +110,7 @@ class Recorder:
             self._scan_variables()
             self._close_step()
             self._final_names = find_names(frame_namespaces(self._frame))  # module paths: model.weight
-            if self._nodes and self._graph is None:
-                self._graph = _traced_graph_holding(self._nodes[0], frame_namespaces(self._frame))
+            self._traced.find_graph(frame_namespaces(self._frame))
         finally:
             self._frame.f_trace = self._previous_frame_trace
             sys.settrace(self._previous_trace)
@@ -120,6 +118,8 @@ class Recorder:
                 mode.op_observers.remove(self)
             if self.on_node in mode.node_observers:
                 mode.node_observers.remove(self.on_node)
+            if self._traced.on_log in mode.log_observers:
+                mode.log_observers.remove(self._traced.on_log)
             self._frame = None
             self._frames = None
 
@@ -150,17 +150,7 @@ class Recorder:
 
     def on_node(self, node: Node, graph: Graph | None = None) -> None:
         """For Graph mode's tracer: ``node`` was just added (to ``graph``, if given)."""
-        if graph is not None:
-            self._graph = graph
-        if node.kind in (STATE, CONSTANT):
-            self._waiting.append(node)
-            return
-        key = ("input",) if node.kind == INPUT else (node.phase, node.scope, node.source)
-        if self._nodes and key != self._node_key:
-            self._close_static_step(flush=False)
-        self._node_key = key
-        self._nodes += self._waiting + [node]
-        self._waiting.clear()
+        self._traced.on_node(node, graph)
         self._frames = None
 
     def step(self, label: str | None = None) -> None:
@@ -168,16 +158,17 @@ class Recorder:
         (by default, the source of the statements it merges)."""
         self._scan_variables()
         self._close_step()
-        if self._nodes:
-            self._close_static_step()
-        steps = self._static_steps if self._nodes else self._steps
+        if self._traced.nodes:
+            self._traced.finish()
+        steps = self._traced.steps if self._traced.nodes else self._steps
         first = max((i + 1 for i, s in enumerate(steps) if s.manual), default=0)
         merged = steps[first:]
         if not merged:
             return
         source = "\n".join(s.source for s in merged if s.source)
         steps[first:] = [Step(label if label is not None else source, source, merged[0].lineno,
-                               merged[-1].count, sum(s.ops for s in merged), manual=True)]
+                               merged[-1].count, sum(s.ops for s in merged), manual=True,
+                               log=[line for s in merged for line in s.log])]
         self._frames = None
 
     # ------------------------------------------------------------------------------ steps
@@ -218,36 +209,17 @@ class Recorder:
             self._steps.append(step)
         self._frames = None
 
-    def _close_static_step(self, flush: bool = True) -> None:
-        """End the current Graph-mode step; ``flush``: state nodes still waiting for a reader join it."""
-        if flush:
-            self._nodes += self._waiting
-            self._waiting.clear()
-        done = self._static_steps[-1].count if self._static_steps else 0
-        if len(self._nodes) == done:
-            return
-        new = self._nodes[done:]
-        ops = [n for n in new if n.kind == OP]
-        if not ops:
-            label = "graph inputs: " + ", ".join(n.name for n in new if n.kind == INPUT)
-            source = ""
-        else:
-            first = ops[0]
-            source = first.source
-            names = ", ".join(n.op_name for n in ops[:4]) + (" ..." if len(ops) > 4 else "")
-            label = f"{first.phase} {first.scope or '(graph)'}: {names}" + (f"\n{source}" if source else "")
-        self._static_steps.append(Step(label, source, None, len(self._nodes)))
-        self._frames = None
-
     # ----------------------------------------------------------------------------- frames
 
     @property
     def frames(self) -> list[Frame]:
         """One :class:`Frame` per step (built when first asked for)."""
         if self._frames is None:
-            if self._nodes:
-                self._close_static_step()
-            self._frames = self._static_frames() if self._nodes else self._eager_frames()
+            if self._traced.nodes:
+                self._traced.finish()
+                self._frames, self._picture = self._traced.frames(self.draw_options, self._layout, self._by_module)
+            else:
+                self._frames = self._eager_frames()
         return self._frames
 
     def _eager_frames(self) -> list[Frame]:
@@ -259,26 +231,6 @@ class Recorder:
         origin: dict[str, int] = {}
         picture = eager_picture(self._tensors, self._made_by, name_of, origin=origin, **self.draw_options)
         return self._build_frames(picture, self._steps, lambda count: {n for n, i in origin.items() if i < count})
-
-    def _static_frames(self) -> list[Frame]:
-        graph = self._graph if self._graph is not None else _graph_of(self._nodes)
-        picture, ids = static_picture(graph, **self.draw_options)
-
-        # An op's literal arguments and its write-back node (updates="nodes") appear with the op.
-        attached: dict[str, list[str]] = {}
-        for e in picture.edges:
-            if picture.nodes[e.tail].role == "literal":
-                attached.setdefault(e.head, []).append(e.tail)
-            elif e.role == "writeback":
-                attached.setdefault(e.tail, []).append(e.head)
-
-        def present(count: int) -> set[str]:
-            names = {n.name for n in self._nodes[:count]}
-            names |= {x.name for n in self._nodes[:count] for x in n.input_nodes}
-            shown = {ids[name] for name in names if name in ids}
-            return shown | {a for nid in shown for a in attached.get(nid, ())}
-
-        return self._build_frames(picture, self._static_steps, present)
 
     def _build_frames(self, picture: Picture, steps: list[Step], present: Any) -> list[Frame]:
         self._picture = picture
@@ -293,15 +245,15 @@ class Recorder:
         return to_digraph(self._picture, **self._layout)
 
     def to_gif(self, path: str, fps: float = 1.0, duration: float | None = None, captions: bool = True,
-               loop: int = 0, max_size: int | None = 1600, min_text_px: float = MIN_TEXT_PX) -> str:
-        """Save the frames as an animated GIF, its text at least ``min_text_px`` pixels high (see
-        :func:`toynet.viz.gif.to_gif`)."""
+               loop: int = 0, max_size: int | None = 1600, min_text_px: float = MIN_TEXT_PX, log: bool = True) -> str:
+        """Save the frames as an animated GIF, its text at least ``min_text_px`` pixels high, with the debug
+        lines beside the picture if there are any and ``log`` (see :func:`toynet.viz.gif.to_gif`)."""
         return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop,
-                      max_size=max_size, min_text_px=min_text_px)
+                      max_size=max_size, min_text_px=min_text_px, log=log)
 
     def player(self, interval: int = 1000, height: int = 700) -> Any:
         """A notebook widget at most ``height`` pixels high: Play, a step slider, the step's source line
-        above the graph as SVG (see :mod:`toynet.viz.player`)."""
+        above the graph as SVG, and the debug lines beside it if any (see :mod:`toynet.viz.player`)."""
         try:
             from .player import Player  # needs ipywidgets: toynet.viz imports without it
         except ImportError as error:
@@ -314,7 +266,7 @@ class Recorder:
         return frames[-1]._repr_mimebundle_(include, exclude) if frames else {"text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        return f"<toynet.viz.Recorder: {len(self._static_steps if self._nodes else self._steps)} steps>"
+        return f"<toynet.viz.Recorder: {len(self._traced.steps if self._traced.nodes else self._steps)} steps>"
 
 
 def record(group: str = "statement", merge_creations: bool = True, names: Mapping[str, Any] | None = None,
@@ -323,7 +275,9 @@ def record(group: str = "statement", merge_creations: bool = True, names: Mappin
 
     ``draw_options`` are those of :func:`toynet.viz.draw` that make sense per frame: ``rankdir``,
     ``legend``, ``show_values``, ``show_saved``, ``show_attrs``, ``literals`` (and for Graph mode
-    ``phases``, ``show_names``). ``include_backward=True`` also records the ops ``backward()`` runs.
+    ``phases``, ``show_names``; ``by_module=False`` draws a traced graph in phase clusters instead of
+    by module). ``include_backward=True`` also records the ops ``backward()`` runs. Around an ``nn.Graph``'s
+    first call, each frame's ``log`` holds the lines ``graph.debug(level)`` printed during its step.
     """
     return Recorder(group, merge_creations, names, include_backward, **draw_options)
 
@@ -342,30 +296,3 @@ def _inside_backward() -> bool:
             return True
         frame = frame.f_back
     return False
-
-
-def _graph_of(nodes: list[Node]) -> Graph:
-    """A Graph holding the reported nodes (and the inputs and state they read), in order."""
-    graph = Graph("recorded")
-    seen: set[int] = set()
-    for node in nodes:
-        for x in list(node.input_nodes) + [node]:
-            if id(x) not in seen:
-                seen.add(id(x))
-                graph.nodes.append(x)
-                if x.kind == "input":
-                    graph.inputs.append(x)
-    return graph
-
-
-def _traced_graph_holding(node: Node, namespaces: list) -> Graph | None:
-    """The traced graph (``nn_graph.traced_ir``) of an ``nn.Graph`` variable that contains ``node``."""
-    for namespace in namespaces:
-        for value in list(namespace.values()):
-            try:
-                graph = getattr(value, "traced_ir", None) if hasattr(type(value), "traced_ir") else None
-            except RuntimeError:  # an nn.Graph that has not been compiled
-                continue
-            if isinstance(graph, Graph) and any(n is node for n in graph.nodes):
-                return graph
-    return None
