@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ..autograd import no_grad
+from ..mode import call_with_grad_mode
 from ..ops import OPS
 from ..creation import ones, zeros
 from ..tensor import Tensor, apply
@@ -113,15 +113,20 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if count < 2:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input of "
                          f"shape {tuple(x.shape)}")
-    with no_grad():  # batch_norm's vjp accounts for the statistics' dependence on x
-        stats = apply(OPS["batch_norm_stats"], x)
-        mean, var = stats[0], stats[1]
+    # Without grad: batch_norm's vjp accounts for the statistics' dependence on x.
+    stats = call_with_grad_mode(False, apply, OPS["batch_norm_stats"], x)
+    mean, var = stats[0], stats[1]
     y = apply(OPS["batch_norm"], x, mean, var, *affine, eps=float(eps), training=True)
     if running_mean is not None and running_var is not None:
-        with no_grad():
-            running_mean.copy_(running_mean * (1 - momentum) + mean * momentum)
-            running_var.copy_(running_var * (1 - momentum) + var * (momentum * (count / (count - 1))))
+        call_with_grad_mode(False, _update_running_stats, running_mean, running_var, mean, var, momentum, count)
     return y
+
+
+def _update_running_stats(running_mean: Tensor, running_var: Tensor, mean: Tensor, var: Tensor,
+                          momentum: float, count: int) -> None:
+    """Move the running statistics towards this batch's (the variance unbiased: count / (count - 1))."""
+    running_mean.copy_(running_mean * (1 - momentum) + mean * momentum)
+    running_var.copy_(running_var * (1 - momentum) + var * (momentum * (count / (count - 1))))
 
 
 # ------------------------------------------------------------------------- convolution and pooling

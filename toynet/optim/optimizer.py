@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from .. import autograd, backend
+from .. import autograd, backend, mode
 from ..creation import zeros_like
 from ..tensor import Tensor
 from ..utils.interrupts import defer_interrupts
@@ -142,32 +142,33 @@ class Optimizer:
                 elif p.grad is not None:
                     p.grad = zeros_like(p.grad)
 
+    def _compute_updates(self) -> list:
+        """(parameter, new value, new state) of every parameter that has a gradient; nothing is written.
+        Runs under no_grad: nothing is recorded, so the parameter and its gradient go in as they are."""
+        updates = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                _check_grad(p, p.grad)
+                state = self.state.get(p)
+                if state is None:
+                    state = self.init_state(p)
+                new_param, new_state = self.update(p, p.grad, state, group, group["lr"])
+                if new_param.shape != p.shape or new_param.dtype is not p.dtype:
+                    raise RuntimeError(f"internal error: {type(self).__name__}.update returned "
+                                       f"{tuple(new_param.shape)} {new_param.dtype} for a parameter of "
+                                       f"{tuple(p.shape)} {p.dtype}")
+                updates.append((p, new_param, new_state))
+        return updates
+
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient, in Eager mode; all or nothing.
 
         ``closure`` (optional) re-computes the loss with gradients on and returns it; ``step`` returns it.
         """
-        loss = None
-        if closure is not None:
-            with autograd.enable_grad():
-                loss = closure()
-        updates = []
-        with autograd.no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    _check_grad(p, p.grad)
-                    state = self.state.get(p)
-                    if state is None:
-                        state = self.init_state(p)
-                    # Under no_grad nothing is recorded, so the parameter and its gradient go in as they are.
-                    new_param, new_state = self.update(p, p.grad, state, group, group["lr"])
-                    if new_param.shape != p.shape or new_param.dtype is not p.dtype:
-                        raise RuntimeError(f"internal error: {type(self).__name__}.update returned "
-                                           f"{tuple(new_param.shape)} {new_param.dtype} for a parameter of "
-                                           f"{tuple(p.shape)} {p.dtype}")
-                    updates.append((p, new_param, new_state))
+        loss = None if closure is None else mode.call_with_grad_mode(True, closure)
+        updates = mode.call_with_grad_mode(False, self._compute_updates)
         with defer_interrupts():  # commit: nothing below can fail, and a Ctrl-C waits for the end
             for p, new_param, new_state in updates:
                 p.array = new_param.array

@@ -10,8 +10,8 @@ gives the same answer whatever batch it comes in. The work is done by ``F.batch_
 from __future__ import annotations
 
 from ... import backend
-from ...autograd import no_grad
 from ...creation import ones, tensor, zeros
+from ...mode import call_with_grad_mode
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -69,14 +69,16 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}({self.num_features}): the input of shape {tuple(x.shape)} has "
                              f"{x.shape[1]} channels in dimension 1, expected {self.num_features}")
 
+    def _count_batch(self) -> None:
+        self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
+
     def forward(self, x: Tensor) -> Tensor:
         self._check_input_dim(x)
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
-            with no_grad():
-                self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
-                if self.momentum is None:  # cumulative average: the k-th batch gets weight 1/k
-                    momentum = 1.0 / self.num_batches_tracked.to(self.running_mean.dtype)
+            call_with_grad_mode(False, self._count_batch)
+            if self.momentum is None:  # cumulative average: the k-th batch gets weight 1/k
+                momentum = 1.0 / self.num_batches_tracked.to(self.running_mean.dtype)
         # Batch statistics in training, and also in eval when no running statistics are kept.
         use_batch_stats = self.training or self.running_mean is None
         keep_running = not self.training or self.track_running_stats
