@@ -309,7 +309,7 @@ def test_memory_reuses_buffers_along_a_long_chain():
     assert len(plan.buffer_of) == 24             # every value but the output has a buffer...
     assert plan.arena_bytes <= 2 * 8 * 8 * 4     # ...but the memory of two arrays is enough for all of them
     assert plan.bytes_pooled == plan.arena_bytes < plan.bytes_without_reuse / 10
-    assert "buffers for 24 values in 0.0 MB" in report.summary()
+    assert f"buffers for 24 values in {plan.arena_bytes} B," in report.summary()
     # Buffers alive at the same time never overlap in the arena (and one in place shares its input's).
     life = {name: (k, plan.last_use[name]) for k, name in enumerate(plan.buffer_of)}
     for a, slot_a in plan.buffer_of.items():

@@ -303,9 +303,14 @@ def test_debug_levels_print_progressively_more(capsys):
     assert "LinearTrainGraph_0 start compiling with pass pass_cnt_0-EliminateDeadCode" in level1
     assert "LinearTrainGraph_0 finish compiling with pass pass_cnt_7-FuseElementwise" in level1
     assert "(OPERATOR:" not in level1
-    arena = re.search(r"LinearTrainGraph_0 finish compiling with pass pass_cnt_8-PlanMemory: an arena of (\S+) kB "
-                      r"for (\d+) values \((\S+) kB with", level1)
-    assert arena and 0 < float(arena.group(1)) <= float(arena.group(3)) and int(arena.group(2)) > 0
+    arena = re.search(r"LinearTrainGraph_0 finish compiling with pass pass_cnt_8-PlanMemory: an arena of "
+                      r"([\d.]+ k?B) for (\d+) values \(([\d.]+ k?B) with", level1)
+    in_bytes = {"B": 1, "kB": 1e3}
+
+    def size(text):
+        number, unit = text.split()
+        return float(number) * in_bytes[unit]
+    assert arena and 0 < size(arena.group(1)) <= size(arena.group(3)) and int(arena.group(2)) > 0
 
     # Level 2: every op as it is traced, forward, backward and optimizer, with its inputs, shapes, device.
     operators = [line for line in outputs[2].splitlines() if line.startswith("(OPERATOR: ")]

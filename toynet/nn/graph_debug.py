@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import mode
+from ..static.passes.report import format_bytes
 from .graph_outline import OutlineRecorder, io_entry, tensor_entry
 from .graph_pystack import capture, source_text, stack_text
 
@@ -141,8 +142,8 @@ class DebugPrinter:
             memory = payload.after.memory if pass_name == "PlanMemory" else None
             # The memory plan says what the step's intermediate values will need, before it runs.
             planned = "" if memory is None else (
-                f": an arena of {_size(memory.arena_bytes)} for {len(memory.buffer_of)} values "
-                f"({_size(memory.bytes_without_reuse)} with an array of their own each)")
+                f": an arena of {format_bytes(memory.arena_bytes)} for {len(memory.buffer_of)} values "
+                f"({format_bytes(memory.bytes_without_reuse)} with an array of their own each)")
             self.log(1, f"{name} finish compiling with pass pass_cnt_{index}-{pass_name}{planned}")
             if self.level >= 3:
                 say(payload.details())
@@ -151,7 +152,3 @@ class DebugPrinter:
             elif self.level >= 2:
                 say(payload.summary())
         return on_pass
-
-
-def _size(nbytes: int) -> str:
-    return f"{nbytes / 1e6:.1f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:.1f} kB"

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import OP, Graph, Node
-from .report import PassReport, timed
+from .report import PassReport, format_bytes, timed
 from .fuse import FusedElementwise, reads_of_input
 
 END = 1 << 30  # "read after the last op": outputs and state updates
@@ -225,7 +225,7 @@ def _run(graph: Graph, report: PassReport) -> Graph:
     plan.bytes_pooled = plan.arena_bytes
     graph.memory = plan
     report.notes.append(f"{len(plan.buffers)} buffers for {len(plan.buffer_of)} values in "
-                        f"{plan.arena_bytes / 1e6:.1f} MB, "
+                        f"{format_bytes(plan.arena_bytes)}, "
                         f"{len(plan.inplace)} in place, {len(plan.commits)} state updates staged")
     return graph
 

@@ -66,3 +66,10 @@ def timed(name: str, fn: Callable[[Graph, PassReport], Graph], graph: Graph) -> 
     report.after = after
     report.seconds = time.perf_counter() - start
     return after, report
+
+
+def format_bytes(nbytes: int) -> str:
+    """A size the way the reports print it: ``1.2 MB``, ``0.3 kB``, ``12 B``."""
+    if nbytes >= 1e6:
+        return f"{nbytes / 1e6:.1f} MB"
+    return f"{nbytes / 1e3:.1f} kB" if nbytes >= 1e3 else f"{nbytes} B"
