@@ -318,7 +318,7 @@ def test_debug_levels_print_progressively_more(capsys):
     assert first == ("(OPERATOR: model.0-linear-0(_LinearTrainGraph_0-input_0/out:(size=(20, 3), "
                      "dtype=(toynet.float32)), model.0.weight/out:(size=(1, 3), dtype=(toynet.float32)), "
                      "model.0.bias/out:(size=(1,), dtype=(toynet.float32))) -> (model.0-linear-0/out_0:"
-                     "(size=(20, 1), dtype=(toynet.float32))), device=(cpu))")
+                     "(size=(20, 1), dtype=(toynet.float32))), device=(cpu:0))")
     assert any(line.startswith("(OPERATOR: loss_fn-sum_squares") for line in operators)  # mse, decomposed
     assert any(line.startswith("(OPERATOR: model.0.weight-") for line in operators)      # the update
     assert any(line.startswith("(OPERATOR: System-Train-TrainStep-") for line in operators)

@@ -72,7 +72,7 @@ def test_files_are_json_and_npz_without_pickle(tmp_path):
     items = structure["root"]["items"]
     assert [(i["key"], i["key_type"]) for i in items] == [("w", "str"), (0, "int")]
     assert items[0]["value"] == {"type": "tensor", "array": "t0", "dtype": "float32", "shape": [2, 2],
-                                 "device": "cpu", "requires_grad": False, "parameter": False}
+                                 "device": "cpu:0", "requires_grad": False, "parameter": False}
     with np.load(tmp_path / "ckpt" / "arrays.npz", allow_pickle=False) as archive:
         assert sorted(archive.files) == ["t0", "t1"] and archive["t1"].dtype == np.int64
 
@@ -104,7 +104,7 @@ def test_devices_and_map_location(tmp_path, device):
 def test_unavailable_saved_device_suggests_map_location(tmp_path):
     flow.save({"t": flow.ones(2)}, tmp_path / "ckpt")
     path = tmp_path / "ckpt" / "structure.json"
-    path.write_text(path.read_text().replace('"device": "cpu"', '"device": "tpu:0"'))
+    path.write_text(path.read_text().replace('"device": "cpu:0"', '"device": "tpu:0"'))
     reseal(tmp_path / "ckpt")
     with pytest.raises(RuntimeError, match="map_location='cpu'"):
         flow.load(tmp_path / "ckpt")
@@ -297,3 +297,14 @@ def test_serialization_imports_no_higher_layer():
             for name in names:
                 assert not name.startswith(("toynet.nn", "toynet.optim", "toynet.vision", "toynet.viz")), \
                     f"{path.name} imports {name}, a higher layer"
+
+
+def test_map_location_keys_match_any_spelling_of_the_saved_device(tmp_path):
+    flow.save({"t": flow.ones(2)}, tmp_path / "ckpt")
+    path = tmp_path / "ckpt" / "structure.json"
+    path.write_text(path.read_text().replace('"device": "cpu:0"', '"device": "tpu:0"'))
+    reseal(tmp_path / "ckpt")
+    for key in ("tpu", "tpu:0"):  # "tpu" is device tpu:0 however it is written
+        assert flow.load(tmp_path / "ckpt", map_location={key: "cpu"})["t"].device == flow.device("cpu")
+    with pytest.raises(RuntimeError, match="map_location='cpu'"):
+        flow.load(tmp_path / "ckpt", map_location={"tpu:1": "cpu"})

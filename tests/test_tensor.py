@@ -315,3 +315,9 @@ def test_unknown_devices_and_arguments():
         flow.tensor([1.0]).to(device="cpu", non_blocking=True)
     assert str(flow.device("cuda:1")) == "cuda:1" and flow.device("cuda", 1) == flow.device("cuda:1")
     assert repr(flow.device("cpu")) == "device(type='cpu', index=0)"
+
+
+def test_a_device_prints_as_oneflow_prints_it():
+    x = flow.ones(2)
+    assert str(x.device) == "cpu:0" and repr(x.device) == "device(type='cpu', index=0)"
+    assert x.device == "cpu" == "cpu:0"  # either spelling names the same device

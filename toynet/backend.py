@@ -258,8 +258,8 @@ class Device:
     def __repr__(self) -> str:
         return f"device(type='{self.type}', index={self.index})"
 
-    def __str__(self) -> str:
-        return "cpu" if self.type == "cpu" else f"{self.type}:{self.index}"
+    def __str__(self) -> str:  # as OneFlow prints it: print(x.device) shows cpu:0
+        return f"{self.type}:{self.index}"
 
 
 CPU = Device("cpu")

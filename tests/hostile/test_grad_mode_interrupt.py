@@ -37,8 +37,8 @@ def interrupted_many_times(loop_body, trials=150):
     left_off = 0
     for trial in range(trials):
         timer = threading.Timer(0.0002 + (trial % 13) * 0.00005, os.kill, (os.getpid(), signal.SIGINT))
-        timer.start()
         try:
+            timer.start()  # inside the try: the signal may arrive before start() returns
             while True:
                 loop_body()
         except KeyboardInterrupt:

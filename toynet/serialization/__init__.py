@@ -19,7 +19,7 @@ where a NODE describes one value:
 ======================================  =========================================================
 ``{"type": "tensor", "array": "t0",``   a tensor: its array's name in ``arrays.npz``, its dtype,
 ``"dtype": "float32", "shape": [3],``   shape and device, and whether it requires grad or is an
-``"device": "cpu", "requires_grad":``   ``nn.Parameter``. The same tensor object saved twice is
+``"device": "cpu:0", "requires_grad":`` ``nn.Parameter``. The same tensor object saved twice is
 ``false, "parameter": false}``          stored once and loads as one object again.
 ``{"type": "ndarray", "array": ...}``   a NumPy array (dtype and shape as above; dtype names are NumPy's,
                                         which toynet's dtypes share)

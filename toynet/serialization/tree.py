@@ -225,9 +225,22 @@ def decode(node: Any, arrays: Any, map_location: Any = None, source: str = "stru
     return build(node, "obj")   # checked: at most MAX_DEPTH deep
 
 
+def _mapped(saved: str, map_location: dict) -> Any:
+    """Where ``map_location`` sends a tensor saved on ``saved``: its keys name devices in either spelling
+    (``"cpu"`` matches a tensor saved on ``"cpu:0"``; a device type alone means index 0)."""
+    def canonical(name: Any) -> Any:
+        if isinstance(name, backend.Device):
+            return str(name)
+        return name if not isinstance(name, str) or ":" in name else f"{name}:0"
+    for key, target in map_location.items():
+        if canonical(key) == canonical(saved):
+            return target
+    return saved
+
+
 def _tensor(array: Any, node: dict, where: str, map_location: Any) -> Tensor:
     saved = node.get("device", "cpu")
-    target = map_location.get(saved, saved) if isinstance(map_location, dict) else (map_location or saved)
+    target = _mapped(saved, map_location) if isinstance(map_location, dict) else (map_location or saved)
     try:
         device = backend.to_device_obj(target)
         data = backend.from_host(array, device)
