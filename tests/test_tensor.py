@@ -320,4 +320,4 @@ def test_unknown_devices_and_arguments():
 def test_a_device_prints_as_oneflow_prints_it():
     x = flow.ones(2)
     assert str(x.device) == "cpu:0" and repr(x.device) == "device(type='cpu', index=0)"
-    assert x.device == "cpu" == "cpu:0"  # either spelling names the same device
+    assert x.device == "cpu" and x.device == "cpu:0"  # either spelling names the same device
