@@ -295,3 +295,18 @@ def test_second_derivatives_stay_float32():
     (g,) = flow.autograd.grad((x.tanh() * x ** 3).sum(), x, create_graph=True)
     (g2,) = flow.autograd.grad(g.sum(), x)
     assert g.dtype is flow.float32 and g2.dtype is flow.float32
+
+
+def test_integer_true_division_gives_the_float_its_shape_rule_declares():
+    """int / int is float64 (NumPy's true_divide); the shape rule used to say int32 while the kernel
+    made float64, so a compiled plan's buffers and an exported ONNX graph disagreed with Eager mode."""
+    a = flow.tensor([1, 2, 3], dtype=flow.int32)
+    b = flow.tensor([2, 2, 2], dtype=flow.int32)
+    _, declared = OPS["div"].infer(a, b)
+    eager = a / b
+    assert declared is eager.dtype is flow.float64 and eager.tolist() == [0.5, 1.0, 1.5]
+
+    class Halves(flow.nn.Graph):
+        def build(self, x, y):
+            return x / y
+    assert Halves()(a, b).dtype is flow.float64

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from .. import backend
 from ._op import register
 from .elementwise import Elementwise, needs_grad, unbroadcast
 
@@ -60,6 +61,12 @@ class Div(Elementwise):
 
     name = "div"
     ufunc = "true_divide"
+
+    def infer(self, *inputs, **attrs):
+        # True division of integers gives floats: float64, as NumPy's true_divide (toynet promotes as
+        # NumPy does; OneFlow and PyTorch give their default float32 here).
+        shape, dtype = super().infer(*inputs, **attrs)
+        return shape, dtype if dtype.is_floating_point else backend.float64
 
     def forward(self, xp, a, b, out=None):
         return xp.true_divide(a, b, out=out)
