@@ -68,7 +68,7 @@ def _recompute_block(graph: Graph, block: str, report: PassReport) -> None:
     graph.nodes[first:first] = made
     kept = sorted({x.name for _, n in readers for x in n.input_nodes if id(x) in forward})
     report.notes.append(f"{block}: {len(made)} ops recomputed in backward"
-                        + (f", {len(kept)} random values kept" if kept else "")
+                        + (f", {len(kept)} random value{'s' if len(kept) > 1 else ''} kept" if kept else "")
                         + f" ({', '.join('%' + c.name for c in made)})")
 
 
