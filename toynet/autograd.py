@@ -340,18 +340,20 @@ def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what
                 f"{what}: tensor {i} of shape {tuple(t.shape)} does not require grad and has no grad_fn, "
                 "so there is nothing to differentiate. Create the leaves with requires_grad=True "
                 "(or use nn.Parameter), and don't compute the loss under toynet.no_grad().")
+        shape = t.shape
         if g is None:
-            if t.numel() != 1:
+            if shape and shape.numel() != 1:
                 raise RuntimeError(
-                    f"{what}: the tensor has shape {tuple(t.shape)}; without a gradient argument "
+                    f"{what}: the tensor has shape {tuple(shape)}; without a gradient argument "
                     "backward() needs a one-element tensor such as a loss. Reduce it first "
                     "(t.sum() or t.mean()) or pass gradient=toynet.ones_like(t).")
-            g = t.new_ones(t.shape)
-        elif not _is_tensor(g):
+            grads.append(t.new_ones(shape))  # a seed of the root's own shape: nothing to check
+            continue
+        if not _is_tensor(g):
             g = t.new_tensor(g)
-        if tuple(g.shape) != tuple(t.shape):
+        if tuple(g.shape) != tuple(shape):
             raise RuntimeError(f"{what}: gradient of shape {tuple(g.shape)} given for a tensor of shape "
-                               f"{tuple(t.shape)}; they must match")
+                               f"{tuple(shape)}; they must match")
         grads.append(g)
     return grads
 
