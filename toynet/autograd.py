@@ -349,8 +349,7 @@ def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what
                     "(t.sum() or t.mean()) or pass gradient=toynet.ones_like(t).")
             grads.append(t.new_ones(shape))  # a seed of the root's own shape: nothing to check
             continue
-        if not _is_tensor(g):
-            g = t.new_tensor(g)
+        g = g if _is_tensor(g) else t.new_tensor(g)
         if tuple(g.shape) != tuple(shape):
             raise RuntimeError(f"{what}: gradient of shape {tuple(g.shape)} given for a tensor of shape "
                                f"{tuple(shape)}; they must match")

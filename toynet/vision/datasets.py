@@ -26,6 +26,7 @@ from .cifar_archive import read_archive, read_file
 from .cifar_pickle import PickledArray, read_pickle
 from .mnist import MNIST, FashionMNIST, read_idx  # noqa: F401  (datasets.MNIST, as in torchvision)
 from .pickle_machine import DatasetFormatError
+from .vision_dataset import VisionDataset
 
 __all__ = ["CIFAR10", "MNIST", "FashionMNIST", "DatasetFormatError", "read_batch", "read_meta",
            "load_restricted_pickle", "read_idx"]
@@ -38,7 +39,7 @@ MAX_NAME = 256  # characters of a batch label, file name or class name
 # ------------------------------------------------------------------------------------------- CIFAR-10
 
 
-class CIFAR10:
+class CIFAR10(VisionDataset):
     """CIFAR-10: 60,000 colour images of 32x32 pixels in 10 classes (50,000 train, 10,000 test).
 
     ``root`` is a folder holding either ``cifar-10-python.tar.gz`` (read without extracting) or the
@@ -86,26 +87,6 @@ class CIFAR10:
         self.data.flags.writeable = False  # items are views: a transform must not edit the data set
         self.classes = read_meta(files[self.meta_file], self._source(self.meta_file))
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        image, target = self.data[index], self.targets[index]
-        if self.transform is not None:
-            image = self.transform(image)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
-        return image, target
-
-    def __repr__(self) -> str:
-        lines = [f"Dataset {type(self).__name__}", f"    Number of datapoints: {len(self)}",
-                 f"    Root location: {self.root}", f"    Split: {'Train' if self.train else 'Test'}"]
-        if self.transform is not None:
-            lines.append("    Transform: " + repr(self.transform).replace("\n", "\n    "))
-        if self.target_transform is not None:
-            lines.append(f"    Target transform: {self.target_transform!r}")
-        return "\n".join(lines)
 
     # ------------------------------------------------------------------------------- finding the files
 

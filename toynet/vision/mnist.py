@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 
 from ..backend import host  # image files are host data
 from .pickle_machine import DatasetFormatError
+from .vision_dataset import VisionDataset
 
 __all__ = ["MNIST", "FashionMNIST", "read_idx"]
 
@@ -76,7 +77,7 @@ def _read_stream(stream: BinaryIO, path: str, ndim: int, max_items: int) -> Any:
     return array
 
 
-class MNIST:
+class MNIST(VisionDataset):
     """MNIST: 70,000 grey 28x28 images of handwritten digits (60,000 train, 10,000 test).
 
     ``dataset[i]`` is ``(image, label)``: the image a (28, 28) ``uint8`` host array (``ToTensor`` makes it
@@ -116,26 +117,6 @@ class MNIST:
     @property
     def raw_folder(self) -> str:
         return os.path.join(self.root, type(self).__name__, "raw")
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        image, target = self.data[index], self.targets[index]
-        if self.transform is not None:
-            image = self.transform(image)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
-        return image, target
-
-    def __repr__(self) -> str:
-        lines = [f"Dataset {type(self).__name__}", f"    Number of datapoints: {len(self)}",
-                 f"    Root location: {self.root}", f"    Split: {'Train' if self.train else 'Test'}"]
-        if self.transform is not None:
-            lines.append("    StandardTransform\n    Transform: " + repr(self.transform).replace("\n", "\n    "))
-        if self.target_transform is not None:
-            lines.append(f"    Target transform: {self.target_transform!r}")
-        return "\n".join(lines)
 
     def _find(self, name: str, download: bool) -> str:
         """The path of file ``name``: compressed (as distributed) or already extracted."""
