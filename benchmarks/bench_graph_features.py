@@ -29,7 +29,6 @@ import argparse
 import statistics
 import sys
 import time
-import tracemalloc
 
 if __name__ == "__main__":  # must happen before NumPy loads its BLAS
     from blas_threads import threads_from_argv, use_threads
@@ -38,6 +37,7 @@ if __name__ == "__main__":  # must happen before NumPy loads its BLAS
 import numpy as np  # noqa: E402
 
 import toynet as flow  # noqa: E402
+from bench_steps import peak_memory  # noqa: E402
 from toynet import nn  # noqa: E402
 from toynet.static.passes.checkpoint import live_bytes  # noqa: E402
 
@@ -86,15 +86,8 @@ def make_step(config: str, width: int, batch: int):
 
 
 def tracemalloc_peak(config: str, width: int, batch: int) -> int:
-    """Peak bytes NumPy allocates, from building the graph through a second step (see bench_steps)."""
-    tracemalloc.start()
-    _, step = make_step(config, width, batch)
-    step()
-    tracemalloc.reset_peak()
-    step()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return peak
+    """Peak bytes NumPy allocates, from building the graph through a second step."""
+    return peak_memory(lambda: make_step(config, width, batch)[1])
 
 
 def measure(width: int = 64, batch: int = 1024, rounds: int = 5, steps: int = 5) -> dict:

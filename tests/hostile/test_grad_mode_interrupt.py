@@ -21,16 +21,6 @@ from toynet import mode, nn
 from toynet.optim import SGD
 
 
-@pytest.fixture
-def sigint():
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signal handlers can only be set in the main thread")
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-    mode.grad_enabled = True
-
-
 def interrupted_many_times(loop_body, trials=150):
     """Run ``loop_body`` in a loop until a SIGINT from a timer stops it, ``trials`` times with delays
     spread over a few loop iterations; return how many interrupts left grad mode off."""

@@ -34,16 +34,6 @@ OPTIMIZERS = {"sgd": lambda p: SGD(p, lr=0.05, momentum=0.9, dampening=0.1),
               "adam": lambda p: Adam(p, lr=0.01, amsgrad=True)}
 
 
-@pytest.fixture
-def sigint():
-    """Python's default SIGINT handler for the test (a background test run may have SIGINT ignored)."""
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signal handlers can only be set in the main thread")
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 # -------------------------------------------------------------------------------------- the helper
 
 
