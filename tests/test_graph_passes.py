@@ -583,7 +583,7 @@ def test_graph_passes_lists_the_pipeline_and_what_each_pass_did():
     reports = graph.passes
     assert [r.name for r in reports] == ["EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions",
                                          "EliminateDeadCode", "FoldBatchNorm", "RecomputeActivations", "ChannelsLast",
-                                         "FuseElementwise", "PlanMemory"]
+                                         "FuseElementwise", "ChooseKernels", "PlanMemory"]
     by_name = {r.name: r for r in reports}
     assert by_name["FuseElementwise"].fused
     for r in reports:
@@ -684,6 +684,6 @@ def test_optimize_leaves_its_input_untouched_and_rejects_unknown_passes():
     text_before = traced.format()
     optimized, reports = optimize(traced, disabled={"PlanMemory"})
     assert traced.format() == text_before
-    assert [r.name for r in reports][-1] == "FuseElementwise" and optimized.memory is None
+    assert [r.name for r in reports][-1] == "ChooseKernels" and optimized.memory is None
     with pytest.raises(ValueError, match="unknown pass"):
         optimize(traced, disabled={"NoSuchPass"})

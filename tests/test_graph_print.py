@@ -303,7 +303,7 @@ def test_debug_levels_print_progressively_more(capsys):
     assert "LinearTrainGraph_0 start compiling with pass pass_cnt_0-EliminateDeadCode" in level1
     assert "LinearTrainGraph_0 finish compiling with pass pass_cnt_7-FuseElementwise" in level1
     assert "(OPERATOR:" not in level1
-    arena = re.search(r"LinearTrainGraph_0 finish compiling with pass pass_cnt_8-PlanMemory: an arena of "
+    arena = re.search(r"LinearTrainGraph_0 finish compiling with pass pass_cnt_9-PlanMemory: an arena of "
                       r"([\d.]+ k?B) for (\d+) values \(([\d.]+ k?B) with", level1)
     in_bytes = {"B": 1, "kB": 1e3}
 

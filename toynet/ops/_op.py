@@ -24,6 +24,7 @@ Every op is registered by name in :data:`OPS`, which is how a saved graph finds 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .. import backend
@@ -85,6 +86,15 @@ class Op:
     #: Return None where the expression does not apply: the plan then calls ``forward``, which gives
     #: the same result. In the expression, ``xp`` names the array module.
     emit: Any = None
+
+    #: Optional sixth rule, ``kernels(args, inputs, out=None, **attrs)``: other ways to compute the same
+    #: result, for Graph mode's compile-time kernel choice (``toynet.static.passes.kernels``). Same
+    #: arguments as ``emit``; returns ``{kernel name: expression}``, in which the first entry is what
+    #: ``emit`` writes and the others compute the same values another way (a BLAS product instead of a
+    #: NumPy reduction, say). Only candidates that fit the inputs are listed; ``{}`` when none does. The
+    #: compiler times each one on arrays of the real shapes and keeps the fastest, as cuDNN's benchmark
+    #: mode does. Expressions may name vectors of ones (see :func:`ones_name`).
+    kernels: Any = None
 
     def describe(self, **attrs: Any) -> str:
         """A short label with the attributes that matter, for graph printouts and pictures."""
@@ -195,6 +205,27 @@ def full_reduction(xp: Any, value: Any) -> Any:
     """NumPy returns a scalar, not an array, when reducing over every axis; make it a 0-d array so
     every op output supports the same operations (in-place writes, ``out=``) on every array module."""
     return xp.asarray(value)
+
+
+def ones_name(n: int, dtype: str) -> str:
+    """The name generated code gives a vector of ``n`` ones of ``dtype`` (``_ones_float32_2000``): a sum
+    over axes is a matrix product with it, which BLAS runs several times faster than a NumPy reduction.
+    :func:`bind_ones` puts the vectors a piece of code names into its namespace, once."""
+    return f"_ones_{dtype}_{int(n)}"
+
+
+_ONES_NAME = re.compile(r"\b_ones_(float32|float64)_(\d+)\b")
+
+
+def bind_ones(code: str, namespace: dict, xp: Any) -> None:
+    """Make every ``_ones_<dtype>_<n>`` that ``code`` (an op's generated expression, never a comment
+    with a user's text in it) names, read-only on NumPy: nothing should write into a constant."""
+    for match in _ONES_NAME.finditer(code):
+        if match.group(0) not in namespace:
+            ones = xp.ones(int(match.group(2)), dtype=match.group(1))
+            if xp.__name__ == "numpy":  # (CuPy arrays have no read-only flag)
+                ones.flags.writeable = False
+            namespace[match.group(0)] = ones
 
 
 def require_float(op: str, x: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import backend
 from ._op import Op, ShapeError, apply, broadcast_shapes, call_source, register, shape_of
 
@@ -56,6 +58,13 @@ class Matmul(Op):
     def emit(self, args, inputs, out=None):
         return call_source("xp.matmul", args, out)
 
+    def kernels(self, args, inputs, out=None):
+        """``matmul``, or ``dot`` for two matrices of one float dtype: the same BLAS product behind less
+        of NumPy's dispatch, which counts for small matrices."""
+        if not _dot_fits(inputs[0], inputs[1]):
+            return {}
+        return {"matmul": self.emit(args, inputs, out), "dot": call_source("xp.dot", args, out)}
+
 
 @register
 class Linear(Op):
@@ -100,6 +109,15 @@ class Linear(Op):
             return product
         return call_source("xp.add", [product, args[2]], out) if out else f"{product} + {args[2]}"
 
+    def kernels(self, args, inputs, out=None):
+        """As ``emit``, with ``matmul`` or ``dot`` for the product (see ``Matmul.kernels``)."""
+        if not _dot_fits(inputs[0], inputs[1]):
+            return {}
+        dot = call_source("xp.dot", [args[0], f"{args[1]}.T"], out)
+        if len(args) == 3:
+            dot = call_source("xp.add", [dot, args[2]], out) if out else f"{dot} + {args[2]}"
+        return {"matmul": self.emit(args, inputs, out), "dot": dot}
+
 
 @register
 class LinearGradWeight(Op):
@@ -133,3 +151,16 @@ class LinearGradWeight(Op):
         if len(shape_of(inputs[0])) != 2:
             return None  # leading dimensions to fold first: forward does that
         return call_source("xp.matmul", [f"{args[0]}.T", args[1]], out)
+
+    def kernels(self, args, inputs, out=None):
+        """As ``emit``, with ``matmul`` or ``dot`` for the product (see ``Matmul.kernels``)."""
+        if not _dot_fits(inputs[0], inputs[1]):
+            return {}
+        return {"matmul": self.emit(args, inputs, out), "dot": call_source("xp.dot", [f"{args[0]}.T", args[1]], out)}
+
+
+def _dot_fits(a: Any, b: Any) -> bool:
+    """``xp.dot`` computes what ``xp.matmul`` does: both are matrices of one float dtype (with
+    ``out=``, ``dot`` takes no other)."""
+    return (len(shape_of(a)) == 2 and len(shape_of(b)) == 2 and getattr(a, "dtype", None) is not None
+            and a.dtype is getattr(b, "dtype", None) and getattr(a.dtype, "name", "") in ("float32", "float64"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
-from ._op import Op, ShapeError, full_reduction, register, require_float, shape_of
+from ._op import Op, ShapeError, full_reduction, ones_name, register, require_float, shape_of
 
 
 def reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
@@ -236,6 +236,50 @@ class SumTo(Op):
         if kept is None:
             return None
         return f"{args[0]}.sum(axis={axes!r}, keepdims=True, out={kept}).reshape({tuple(shape)!r})"
+
+    def kernels(self, args, inputs, out=None, shape=()):
+        """NumPy's reduction, or ("blas") a matrix product with a vector of ones: when the summed axes are
+        the leading (or trailing) ones, ``a`` seen as an (R, K) matrix sums to ``ones(R) @ a``, which BLAS
+        runs several times faster (a bias gradient, BatchNorm's sums in NHWC)."""
+        default = self.emit(args, inputs, out, shape=shape)
+        blas = blas_sum(args[0], inputs[0], _summed_axes(shape_of(inputs[0]), shape), tuple(shape), out)
+        return {"reduce": default, "blas": blas} if default is not None and blas is not None else {}
+
+
+def blas_sum(arg: str, a: Any, axes: tuple, shape: tuple, out: Any = None) -> str | None:
+    """Source summing ``a`` (named ``arg``) over ``axes`` into ``shape`` as one BLAS matrix-vector product
+    with a vector of ones, or None where that does not apply: the axes are neither the leading nor the
+    trailing ones, the dtype is not float32/float64, or ``out`` cannot be seen as a vector in advance."""
+    src = shape_of(a)
+    dtype = getattr(a.dtype, "name", "")
+    if not axes or dtype not in ("float32", "float64"):
+        return None
+    summed = 1
+    for axis in axes:
+        summed *= src[axis]
+    kept = 1
+    for d in shape:
+        kept *= d
+    if summed * kept == 0:
+        return None
+    ones = ones_name(summed, dtype)
+    if axes == tuple(range(len(axes))):          # leading axes: ones(R) @ a(R, K)
+        product = [ones, _as_matrix(arg, src, (summed, kept))]
+    elif axes == tuple(range(len(src) - len(axes), len(src))):   # trailing: a(K, R) @ ones(R)
+        product = [_as_matrix(arg, src, (kept, summed)), ones]
+    else:
+        return None
+    target = None
+    if out is not None:
+        target = str(out) if tuple(shape) == (kept,) else out.reshaped((kept,))
+        if target is None:
+            return None
+    code = f"xp.dot({', '.join(product)}" + (f", out={target})" if target else ")")
+    return code if tuple(shape) == (kept,) else f"{code}.reshape({tuple(shape)!r})"
+
+
+def _as_matrix(arg: str, shape: tuple, matrix: tuple) -> str:
+    return arg if tuple(shape) == matrix else f"{arg}.reshape({matrix!r})"
 
 
 def _summed_axes(src: tuple, shape: tuple) -> tuple:

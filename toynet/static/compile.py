@@ -49,7 +49,7 @@ from typing import Any
 
 from .. import backend
 from ..ops import OPS
-from ..ops._op import call_source
+from ..ops._op import bind_ones, call_source
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
 from .passes.fuse import FusedElementwise, step_args
 from .passes.memory import END
@@ -142,6 +142,8 @@ class Plan:
             name = self._var[id(n)] = f"v{i}"
             origin = _origin(n)
             lines.append(f"    # {_text(n.name)}    ({_text(origin)})" if origin else f"    # {_text(n.name)}")
+            if n.kernel:
+                lines.append(f"    # kernel: {_text(n.kernel)}, the fastest when compiling (ChooseKernels)")
             out = self._out(n)
             args = [self._var[id(x)] if isinstance(x, Node) else self._literal(x) for x in n.inputs]
             if n.op is FusedElementwise:
@@ -249,6 +251,11 @@ class Plan:
     def _call(self, i: int, n: Node, args: list[str], out: str | None) -> str:
         """The expression computing op node ``n``: its own ``emit`` rule where it has one that applies,
         else the ufunc it is or its forward."""
+        if n.kernel:  # the kernel ChooseKernels timed fastest, if it fits the buffer the memory plan gave
+            code = n.op.kernels(args, n.inputs, None if out is None else OutName(out, self), **n.attrs).get(n.kernel)
+            if code is not None:
+                bind_ones(code, self.namespace, self.device.xp)  # the vectors of ones it sums with
+                return code
         if n.op.emit is not None:
             code = n.op.emit(args, n.inputs, None if out is None else OutName(out, self), **n.attrs)
             if code is not None:

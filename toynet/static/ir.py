@@ -48,15 +48,17 @@ class Node:
         state_kind: for state nodes, whether it is a ``"parameter"``, ``"buffer"``, ``"optimizer"`` slot
             or ``"system"`` value (the train step).
         value: for constant nodes, the array.
+        kernel: for op nodes, which of the op's ``kernels`` computes it (chosen by timing when compiling,
+            :mod:`toynet.static.passes.kernels`); ``""``: the op's usual code.
     """
 
     __slots__ = ("name", "kind", "op", "inputs", "attrs", "shape", "dtype", "device", "phase", "scope",
-                 "source", "state_name", "state_kind", "value", "requires_grad")
+                 "source", "state_name", "state_kind", "value", "requires_grad", "kernel")
 
     def __init__(self, name: str, kind: str, shape: tuple, dtype: DType, device: Device, *, op: Any = None,
                  inputs: tuple = (), attrs: dict | None = None, phase: str = FORWARD, scope: str = "",
                  source: str = "", state_name: str = "", state_kind: str = "", value: Any = None,
-                 requires_grad: bool = False):
+                 requires_grad: bool = False, kernel: str = ""):
         self.name = name
         self.kind = kind
         self.op = op
@@ -72,6 +74,7 @@ class Node:
         self.state_kind = state_kind
         self.value = value
         self.requires_grad = requires_grad
+        self.kernel = kernel
 
     def redirect_inputs(self, replaced: dict[int, "Node"]) -> None:
         """Read replacement nodes (``id(old) -> new``) instead of the ones a pass removed."""
@@ -191,7 +194,7 @@ class Graph:
             m = Node(n.name, n.kind, n.shape, n.dtype, n.device, op=n.op,
                      inputs=tuple(mapping[id(x)] if isinstance(x, Node) else x for x in n.inputs),
                      attrs=n.attrs, phase=n.phase, scope=n.scope, source=n.source, state_name=n.state_name,
-                     state_kind=n.state_kind, value=n.value, requires_grad=n.requires_grad)
+                     state_kind=n.state_kind, value=n.value, requires_grad=n.requires_grad, kernel=n.kernel)
             mapping[id(n)] = m
             clone.nodes.append(m)
         clone._names = set(self._names)
@@ -223,7 +226,7 @@ class Graph:
                 lines.append(f"  # {current_phase}")
             args = ", ".join(format_arg(x) for x in n.inputs)
             label = n.op.describe(**n.attrs)
-            line = f"  %{n.name} : {n.type_str()} = {label}({args})"
+            line = f"  %{n.name} : {n.type_str()} = {label}({args})" + (f"  kernel={n.kernel}" if n.kernel else "")
             if show_source and n.source:
                 line += f"    # {n.source}"
             lines.append(line)

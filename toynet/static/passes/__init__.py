@@ -12,7 +12,8 @@ is never modified, so a learner can print or draw the graph before and after any
 6. :func:`~.recompute.recompute_activations`  backward recomputes relu6(batch_norm(x)) instead of keeping it
 7. :func:`~.layout.plan_layout`             1x1/depthwise convs, BatchNorm and what lies between run NHWC
 8. :func:`~.fuse.fuse_elementwise`          chains of elementwise ops become one kernel
-9. :func:`~.memory.plan_memory`             place values in one arena, sharing memory when lifetimes don't overlap
+9. :func:`~.kernels.choose_kernels`         time the ways some ops can run, on the real shapes; keep the fastest
+10. :func:`~.memory.plan_memory`             place values in one arena, sharing memory when lifetimes don't overlap
 
 Two passes run only when asked for (they change how a step computes, not only how fast): with
 ``amp=True`` :func:`~.amp.auto_mixed_precision` first (float16 matrix products), and with checkpointed
@@ -32,6 +33,7 @@ from .dce import eliminate_dead_code
 from .fold import fold_constants
 from .fold_batch_norm import fold_batch_norm
 from .fuse import fuse_elementwise
+from .kernels import choose_kernels
 from .layout import plan_layout
 from .memory import plan_memory
 from .recompute import recompute_activations
@@ -53,12 +55,13 @@ def default_pipeline(amp: bool = False, checkpoint: tuple[str, ...] = ()) -> lis
         ("RecomputeActivations", recompute_activations),
         ("ChannelsLast", plan_layout),
         ("FuseElementwise", fuse_elementwise),
+        ("ChooseKernels", choose_kernels),
         ("PlanMemory", plan_memory),
     ]
 
 
 PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "FoldBatchNorm",
-              "RecomputeActivations", "ChannelsLast", "FuseElementwise", "PlanMemory")
+              "RecomputeActivations", "ChannelsLast", "FuseElementwise", "ChooseKernels", "PlanMemory")
 
 
 def optimize(graph: Graph, disabled: Iterable[str] = (), on_pass: Callable | None = None, *, amp: bool = False,

@@ -21,6 +21,7 @@ class PassReport:
     folded: list[str] = field(default_factory=list)
     merged: dict[str, str] = field(default_factory=dict)       # removed duplicate -> the node kept
     fused: dict[str, list[str]] = field(default_factory=dict)  # new fused node -> the nodes it replaced
+    kernels: dict[str, str] = field(default_factory=dict)      # node -> the kernel chosen, and the timings
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -52,6 +53,7 @@ class PassReport:
         lines += [f"  folded   %{n} into a constant" for n in self.folded]
         lines += [f"  merged   %{a} into %{b}" for a, b in self.merged.items()]
         lines += [f"  fused    %{k} <- " + ", ".join(f"%{n}" for n in v) for k, v in self.fused.items()]
+        lines += [f"  kernel   %{k}: {v}" for k, v in self.kernels.items()]
         return "\n".join(lines)
 
 
