@@ -8,7 +8,8 @@ Rows (each a ratio, so that a noisy machine slows both sides alike):
 * **MobileNetV2 inference step** (eval mode, batch 64): Eager time / Graph time, "how many times faster".
   Goal >= 1.5.
 * **poly fit** (the tutorial's Linear(3, 1) on 2000 points): Eager / hand-written NumPy (goal <= 4) and
-  Graph / hand-written NumPy (goal <= 1.1).
+  Graph / hand-written NumPy (goal <= 1.1); and what compile-time kernel choice (the ChooseKernels pass)
+  is worth there: Graph / the same Graph with the pass off.
 
 Time rows run three times: with one BLAS thread, timing this thread's CPU time (what the work costs,
 whatever else the machine does); the same in a child process where glibc keeps freed blocks for reuse
@@ -114,7 +115,8 @@ def poly_contenders() -> dict:
     xx, y = poly_data()
     fx, fy = flow.tensor(xx), flow.tensor(y)
     return {"numpy": numpy_poly(xx, y), "eager": eager_step(*toynet_poly_model(), fx, fy),
-            "graph": graph_step(*toynet_poly_model(), fx, fy)}
+            "graph": graph_step(*toynet_poly_model(), fx, fy),
+            "graph, kernels not chosen": graph_step(*toynet_poly_model(), fx, fy, disabled_passes=("ChooseKernels",))}
 
 
 def time_rows(rounds: int, quick: bool) -> dict[str, float]:
@@ -126,6 +128,7 @@ def time_rows(rounds: int, quick: bool) -> dict[str, float]:
     poly = interleaved(poly_contenders(), rounds, 50 if quick else 300)
     rows["poly fit step, Eager / hand-written NumPy"] = ratio(poly, "eager", "numpy")
     rows["poly fit step, Graph / hand-written NumPy"] = ratio(poly, "graph", "numpy")
+    rows["(poly fit step, Graph with ChooseKernels / without)"] = round(ratio(poly, "graph", "graph, kernels not chosen"), 3)
     rows["(medians, ms: train eager / graph, inference eager / graph; poly numpy / eager / graph, us)"] = [
         round(statistics.median(train["eager"]) * 1e3, 1), round(statistics.median(train["graph"]) * 1e3, 1),
         round(statistics.median(infer["eager"]) * 1e3, 1), round(statistics.median(infer["graph"]) * 1e3, 1),

@@ -82,7 +82,7 @@ def eager_step(model, loss_fn, optimizer, x, y):
     return step
 
 
-def graph_step(model, loss_fn, optimizer, x, y):
+def graph_step(model, loss_fn, optimizer, x, y, disabled_passes=()):
     class TrainGraph(flow.nn.Graph):
         def __init__(self):
             super().__init__()
@@ -95,6 +95,8 @@ def graph_step(model, loss_fn, optimizer, x, y):
             loss.backward()
             return loss
     graph = TrainGraph()
+    for name in disabled_passes:
+        graph.config.enable_pass(name, False)
     graph(x, y)  # compile outside the timing
 
     def step():

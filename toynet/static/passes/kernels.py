@@ -145,6 +145,8 @@ class _Trial:
                     return None
             elif not _agrees(value, expected):
                 del calls[name]   # a candidate that does not fit these inputs after all: never chosen
+        if len(calls) < 2:
+            return None           # nothing left to choose from
         times = (_measure_interleaved(calls) if measure is None else
                  {name: measure(call) for name, call in calls.items()})
         if measure is None:
