@@ -128,7 +128,8 @@ def time_rows(rounds: int, quick: bool) -> dict[str, float]:
     poly = interleaved(poly_contenders(), rounds, 50 if quick else 300)
     rows["poly fit step, Eager / hand-written NumPy"] = ratio(poly, "eager", "numpy")
     rows["poly fit step, Graph / hand-written NumPy"] = ratio(poly, "graph", "numpy")
-    rows["(poly fit step, Graph with ChooseKernels / without)"] = round(ratio(poly, "graph", "graph, kernels not chosen"), 3)
+    rows["(poly fit step, Graph with ChooseKernels / without)"] = round(
+        ratio(poly, "graph", "graph, kernels not chosen"), 3)
     rows["(medians, ms: train eager / graph, inference eager / graph; poly numpy / eager / graph, us)"] = [
         round(statistics.median(train["eager"]) * 1e3, 1), round(statistics.median(train["graph"]) * 1e3, 1),
         round(statistics.median(infer["eager"]) * 1e3, 1), round(statistics.median(infer["graph"]) * 1e3, 1),

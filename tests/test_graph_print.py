@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import toynet as flow
 from toynet import nn

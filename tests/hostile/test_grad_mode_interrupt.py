@@ -14,7 +14,6 @@ import signal
 import threading
 
 import numpy as np
-import pytest
 
 import toynet as flow
 from toynet import mode, nn
