@@ -27,8 +27,6 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-import numpy as np
-
 from ... import backend
 from ...ops._op import bind_ones
 from ..ir import OP, Graph, Node
@@ -43,6 +41,9 @@ REPEATS = 5
 #: Ops whose usual code takes longer than this once (seconds) are not timed: compiling would take long,
 #: and the call overhead a candidate saves is then a small part of the time anyway.
 LONGEST = 0.05
+
+#: The array module of the CPU (NumPy), where kernels are timed.
+xp = backend.CPU.xp
 
 _TIMINGS: dict[tuple, dict[str, float]] = {}   # (op, inputs, attributes, out) -> kernel -> seconds
 
@@ -108,21 +109,21 @@ class _Trial:
 
     def __init__(self, node: Node):
         self.node = node
-        self.namespace: dict[str, Any] = {"xp": np}
+        self.namespace: dict[str, Any] = {"xp": xp}
         self.args: list[str] = []
         for k, x in enumerate(node.inputs):
             self.args.append(f"a{k}")
             self.namespace[f"a{k}"] = _random(x.shape, x.dtype, k) if isinstance(x, Node) else x
         self.out = None
         if node.op.supports_out:
-            self.namespace["out"] = np.empty(node.shape, dtype=node.dtype.array_dtype)
+            self.namespace["out"] = xp.empty(node.shape, dtype=node.dtype.array_dtype)
             self.out = _OutName("out", self.namespace)
 
     def candidates(self) -> dict[str, str]:
         found = self.node.op.kernels(self.args, self.node.inputs, self.out, **self.node.attrs)
         found = {name: code for name, code in found.items() if code is not None}
         for code in found.values():
-            bind_ones(code, self.namespace, np)
+            bind_ones(code, self.namespace, xp)
         return found
 
     def key(self) -> tuple:
@@ -138,7 +139,7 @@ class _Trial:
         expected = None
         start = time.perf_counter()
         for name, call in list(calls.items()):
-            value = np.array(call())   # (a copy: the next candidate writes the same buffer)
+            value = xp.array(call())   # (a copy: the next candidate writes the same buffer)
             if expected is None:
                 expected = value
                 if time.perf_counter() - start > LONGEST:
@@ -160,15 +161,15 @@ def _random(shape: tuple, dtype: backend.DType, seed: int) -> Any:
     """Data to time on: normal floats (the values do not change the time; NaNs and denormals would)."""
     array_dtype = dtype.array_dtype
     if dtype.is_floating_point:
-        return np.random.default_rng(seed).standard_normal(shape).astype(array_dtype)
-    return np.zeros(shape, dtype=array_dtype)
+        return xp.random.default_rng(seed).standard_normal(shape).astype(array_dtype)
+    return xp.zeros(shape, dtype=array_dtype)
 
 
-def _agrees(value: np.ndarray, expected: np.ndarray) -> bool:
+def _agrees(value: Any, expected: Any) -> bool:
     if value.shape != expected.shape or value.dtype != expected.dtype:
         return False
-    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
-    return bool(np.all(np.abs(value.astype(np.float64) - expected) <= 1e-4 * max(scale, 1e-30)))
+    scale = float(xp.max(xp.abs(expected))) if expected.size else 0.0
+    return bool(xp.all(xp.abs(value.astype(xp.float64) - expected) <= 1e-4 * max(scale, 1e-30)))
 
 
 def _measure_interleaved(calls: dict[str, Callable[[], Any]]) -> dict[str, float]:
