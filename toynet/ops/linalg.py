@@ -110,13 +110,18 @@ class Linear(Op):
         return call_source("xp.add", [product, args[2]], out) if out else f"{product} + {args[2]}"
 
     def kernels(self, args, inputs, out=None):
-        """As ``emit``, with ``matmul`` or ``dot`` for the product (see ``Matmul.kernels``)."""
+        """As ``emit``, with ``matmul`` or ``dot`` for the product (see ``Matmul.kernels``); with one output
+        feature, also the bias added as a 0-d array: NumPy adds a scalar in its fast loop, but broadcasts a
+        (1,) array element by element (a regression head, the poly fit's Linear(3, 1))."""
         if not _dot_fits(inputs[0], inputs[1]):
             return {}
-        dot = call_source("xp.dot", [args[0], f"{args[1]}.T"], out)
-        if len(args) == 3:
-            dot = call_source("xp.add", [dot, args[2]], out) if out else f"{dot} + {args[2]}"
-        return {"matmul": self.emit(args, inputs, out), "dot": dot}
+        product = call_source("xp.dot", [args[0], f"{args[1]}.T"], out)
+        if len(args) == 2:
+            return {"matmul": self.emit(args, inputs, out), "dot": product}
+        found = {"matmul": self.emit(args, inputs, out), "dot": _plus(product, args[2], out)}
+        if shape_of(inputs[1])[0] == 1:
+            found["dot, scalar bias"] = _plus(product, f"{args[2]}.reshape(())", out)
+        return found
 
 
 @register
@@ -157,6 +162,10 @@ class LinearGradWeight(Op):
         if not _dot_fits(inputs[0], inputs[1]):
             return {}
         return {"matmul": self.emit(args, inputs, out), "dot": call_source("xp.dot", [f"{args[0]}.T", args[1]], out)}
+
+
+def _plus(product: str, bias: str, out: str | None) -> str:
+    return call_source("xp.add", [product, bias], out) if out else f"{product} + {bias}"
 
 
 def _dot_fits(a: Any, b: Any) -> bool:
