@@ -50,9 +50,10 @@ from typing import Any
 from .. import backend
 from ..ops import OPS
 from ..ops._op import bind_ones, call_source
-from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
+from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from .passes.fuse import FusedElementwise, step_args
 from .passes.memory import END
+from .plan_text import NAMES, PHASE_TITLES, origin_comment, as_comment
 
 
 class Plan:
@@ -103,10 +104,10 @@ class Plan:
     def _header(self) -> list[str]:
         """Comments saying what each kind of name in the code means (only the kinds it uses)."""
         names = set(self.namespace) | set(self._var.values()) | self._temporaries
-        lines = [f"# The compiled plan of graph {_text(self.graph.name)}: its optimised ops as straight-line",
+        lines = [f"# The compiled plan of graph {as_comment(self.graph.name)}: its optimised ops as straight-line",
                  "# array code, one block per op, in the order they run. xp is the array module (NumPy, or CuPy",
                  "# on a GPU). Names:"]
-        for pattern, text in _NAMES:
+        for pattern, text in NAMES:
             if any(re.fullmatch(pattern, name) for name in names):
                 lines += [f"#   {line}" for line in text.splitlines()]
         return lines
@@ -121,11 +122,14 @@ class Plan:
             if n.kind == STATE:
                 index = self._state_index[n.state_name]
                 self._var[id(n)] = f"s{index}"
-                lines.append(f"    s{index} = states[{index}]  # {_text(n.state_name)}")
+                lines.append(f"    s{index} = states[{index}]  # {as_comment(n.state_name)}")
             elif n.kind == CONSTANT:
                 name = self._var[id(n)] = f"c{len(constants)}"
                 constants.append(name)
-                self.namespace[name] = n.value
+                value = n.value
+                if getattr(value, "shape", None) == ():  # a NumPy scalar (a folded sum): a 0-d array, which
+                    value = self.device.xp.asarray(value)  # NumPy's ufuncs take without converting it each call
+                self.namespace[name] = value
         return lines
 
     def _op_lines(self) -> list[str]:
@@ -138,12 +142,12 @@ class Plan:
         for i, n in enumerate(n for n in self.graph.nodes if n.kind == OP):
             if n.phase != phase:
                 phase = n.phase
-                lines.append(f"    # ---- {_PHASE_TITLES.get(phase, phase)}")
+                lines.append(f"    # ---- {PHASE_TITLES.get(phase, phase)}")
             name = self._var[id(n)] = f"v{i}"
-            origin = _origin(n)
-            lines.append(f"    # {_text(n.name)}    ({_text(origin)})" if origin else f"    # {_text(n.name)}")
+            origin = origin_comment(n)
+            lines.append(f"    # {as_comment(n.name)}" + (f"    ({as_comment(origin)})" if origin else ""))
             if n.kernel:
-                lines.append(f"    # kernel: {_text(n.kernel)}, the fastest when compiling (ChooseKernels)")
+                lines.append(f"    # kernel: {as_comment(n.kernel)}, the fastest when compiling (ChooseKernels)")
             out = self._out(n)
             args = [self._var[id(x)] if isinstance(x, Node) else self._literal(x) for x in n.inputs]
             if n.op is FusedElementwise:
@@ -185,7 +189,7 @@ class Plan:
         for state, node in updates.items():
             value = self._var[id(node)]
             if _reads_state(node, memory):
-                lines.append(f"    {value}_old = {value}.copy()  # the old value of a state, for {_text(state)}")
+                lines.append(f"    {value}_old = {value}.copy()  # the old value of a state, for {as_comment(state)}")
                 value = f"{value}_old"
             targets.append(f"s{self._state_index[state]}")
             values.append(value)
@@ -256,16 +260,50 @@ class Plan:
             if code is not None:
                 bind_ones(code, self.namespace, self.device.xp)  # the vectors of ones it sums with
                 return code
+        view = self._view_of_buffer(n)
+        if view is not None:
+            return view
         if n.op.emit is not None:
             code = n.op.emit(args, n.inputs, None if out is None else OutName(out, self), **n.attrs)
             if code is not None:
                 return code
+        if n.op.ufunc and not n.attrs and id(n) not in self._numbers:
+            args = [a if isinstance(x, Node) else self._typed_literal(x, n, a) for x, a in zip(n.inputs, args)]
         return self._ufunc_or_forward(str(i), n.op, n.attrs, args, out)
+
+    def _view_of_buffer(self, n: Node) -> str | None:
+        """A reshape of a value the memory plan keeps in a buffer is a view of that buffer: made once, now,
+        instead of on every call (where a NumPy reshape costs more than the work of a small op)."""
+        memory = self.graph.memory
+        source = n.inputs[0] if n.inputs else None
+        if n.op is not OPS["reshape"] or memory is None or not isinstance(source, Node) \
+                or source.name not in memory.buffer_of:
+            return None
+        return self.reshaped(self._view(memory.buffer_of[source.name], source), tuple(n.shape))
+
+    def _typed_literal(self, value: Any, n: Node, source: str) -> str:
+        """A Python number a ufunc node reads, as a 0-d array of the dtype the node computes in, made once:
+        NumPy converts a Python number on every call (about 0.4 us, more than adding two small arrays),
+        an array of the right dtype not at all. The values are the same: NumPy casts a Python number to
+        the array's dtype anyway (NEP 50). Only where the inputs and the result share one numeric dtype
+        (not a comparison) and the number fits it; anything else stays as written (``source``)."""
+        dtype = n.dtype.array_dtype
+        if type(value) not in (int, float) or any(isinstance(x, Node) and x.dtype is not n.dtype for x in n.inputs):
+            return source
+        if dtype.kind in "iu":
+            info = self.device.xp.iinfo(dtype)
+            if type(value) is not int or not info.min <= value <= info.max:
+                return source
+        elif dtype.kind != "f" or (type(value) is int and abs(value) >= 2 ** 53):
+            return source
+        name = f"lit{len(self.namespace)}"
+        self.namespace[name] = self.device.xp.asarray(value, dtype=dtype)
+        return name
 
     def _fused_lines(self, name: str, n: Node, args: list[str], out: str | None) -> list[str]:
         """Inline a fused kernel: its steps one after the other, in place in one buffer."""
         program = n.attrs["program"]
-        lines = [f"    # fused kernel: {_text(' > '.join(step['op'] for step in program))}"]
+        lines = [f"    # fused kernel: {as_comment(' > '.join(step['op'] for step in program))}"]
         prev = None
         for index, step in enumerate(program):
             op = OPS[step["op"]]
@@ -285,45 +323,6 @@ class Plan:
         if len(program) > 1:
             lines.append(f"    del {name}_t")
         return lines
-
-
-#: What the generated code's names mean, for the header of ``plan.source``: (pattern, explanation).
-_NAMES = [
-    (r"v_in\d+", "v_in0, v_in1...  the arrays passed to this call (inputs[k])"),
-    (r"s\d+", "s0, s1...        the state arrays (parameters, buffers, optimizer slots, train step) from\n"
-              "                 states[k]; only the commit at the end writes them"),
-    (r"c\d+", "c0, c1...        constants: values fixed when compiling (folded, or eager tensors the build read)"),
-    (r"lit\d+", "lit0...          numbers Python source cannot spell (inf, nan)"),
-    (r"b\d+_\d+", "b2_5...          buffer 2 of the memory plan seen with one shape and dtype: allocated once,\n"
-                  "                 reused by every call (b2_5_as9: the same memory seen with another shape)"),
-    (r"k_\w+", "k_4, k_v9_1...   an op's forward with its attributes bound, for ops with no one-line form"),
-    (r"v\d+", "v0, v1...        the value of op 0, 1...; `del` drops one not in a buffer after its last reader"),
-    (r"v\d+_t", "v9_t             a fused kernel's intermediate result, between its steps"),
-]
-
-_PHASE_TITLES = {
-    FORWARD: "forward: what build() computes from the inputs",
-    BACKWARD: "backward: the gradients, each op's vjp rule",
-    OPTIMIZER: "optimizer: the update of each parameter and its optimizer state",
-}
-
-
-def _text(text: str) -> str:
-    """Names and source lines as comment text: one printable line, whatever they hold (a saved graph's
-    names come from a file). Lines are joined with spaces, and any other character that is not printable
-    (NUL, a form feed) is escaped as ``repr`` escapes it, so nothing can end the comment and become code."""
-    text = str(text)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.splitlines()))
-
-
-def _origin(n: Node) -> str:
-    """Where op ``n`` came from. In the optimizer phase that is the update rule of one parameter (the
-    node's scope): the user's line would only be the call of the graph, the same for every update op."""
-    if n.phase == OPTIMIZER and n.scope:
-        return f"{n.source} of {n.scope}"
-    return n.source
 
 
 class OutName(str):
