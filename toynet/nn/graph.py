@@ -59,6 +59,7 @@ from ..tensor import Tensor
 from .graph_cache import (CompiledGraph, GraphConfig, PlanCache, build_parameters, describe_inputs,
                           eviction_warning)
 from .graph_amp import GradScalerMixin, GraphModule, compile_options, scaled_build  # noqa: F401 (nn.graph.*)
+from .graph_call import MISS, repeat_call
 from .graph_debug import DebugPrinter
 from .graph_guard import guard_graph
 from .graph_outline import OutlineRecorder, build_outline
@@ -77,6 +78,8 @@ class Graph(GraphStateMixin, GradScalerMixin):
     """
 
     _child_init_cnt: dict[str, int] = {}
+    #: The generated function that runs a repeat of the last call (see toynet.nn.graph_call), or None.
+    _repeat: Any = None
 
     def __init__(self) -> None:
         cls = type(self).__name__
@@ -89,7 +92,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
         d["_optimizers"] = []
         d["_compiled"] = PlanCache()
         d["_last"] = None
-        d["_last_call"] = None
+        d["_repeat"] = None
         d["_debug"] = DebugPrinter(self)
         d["_train_step"] = None
         d["_grad_scaler"] = None
@@ -187,7 +190,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
     def _forget_plans(self) -> None:
         """Drop every compiled plan (the next call compiles anew)."""
         self._compiled.clear()
-        self.__dict__["_last_call"] = None
+        self.__dict__["_repeat"] = None
 
     def _toynet_save_(self, path: Any) -> None:
         """``toynet.save(graph, dir)``: export the compiled forward graph and its state for deployment."""
@@ -250,30 +253,26 @@ class Graph(GraphStateMixin, GradScalerMixin):
     # ------------------------------------------------------------------------------ calling
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        last = self.__dict__.get("_last_call")
-        if last is not None and not kwargs and self._same_call(last, args) and last[3]():
-            compiled, inputs = last[0], last[2]
-        else:
-            self._check_initialized()
-            compiled, inputs = self._prepare(args, kwargs)
+        repeat = self._repeat
+        if repeat is not None and not kwargs:   # the same tensors as the last call (a loop over fixed data)
+            try:
+                result = repeat(args)
+            except Exception as error:
+                self._run_failed(error)
+                raise
+            if result is not MISS:
+                return result
+        self._check_initialized()
+        compiled, inputs = self._prepare(args, kwargs)
         self.__dict__["_last"] = compiled
         try:
             return self._run(compiled, inputs)
         except Exception as error:
-            print(f"[ERROR]{self._debug.tag} run got error: {type(error)} {error}")
+            self._run_failed(error)
             raise
 
-    @staticmethod
-    def _same_call(last: tuple, args: tuple) -> bool:
-        """The very same tensors, holding the very same arrays, as the previous call (a loop over fixed data)?
-        Then the inputs cannot have changed: the call skips flattening and the signature (not the guard)."""
-        last_args, arrays = last[1], last[2]
-        if len(args) != len(last_args):
-            return False
-        for a, b, array in zip(args, last_args, arrays):
-            if a is not b or a.array is not array:
-                return False
-        return True
+    def _run_failed(self, error: Exception) -> None:
+        print(f"[ERROR]{self._debug.tag} run got error: {type(error)} {error}")
 
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[CompiledGraph, list]:
         """Flatten the call, find the plan compiled for its signature whose guard holds, or compile one."""
@@ -298,8 +297,9 @@ class Graph(GraphStateMixin, GradScalerMixin):
                 if cache.evictions == 1:
                     warnings.warn(eviction_warning(self._name, cache.limit), RuntimeWarning, stacklevel=3)
         inputs = compiled.inputs(leaves)
+        # A call of tensors only: the next call with the very same tensors runs one generated function.
         flat = not kwargs and all(type(a) is Tensor for a in args)
-        self.__dict__["_last_call"] = (compiled, args, inputs, compiled.guard.check) if flat else None
+        self.__dict__["_repeat"] = repeat_call(compiled, args, inputs, self._optimizers) if flat else None
         return compiled, inputs
 
     def _build_parameters(self) -> tuple[str, ...]:

@@ -110,6 +110,17 @@ class Guard:
         self._exec(_function("check", self._fast, "_recheck()"))
         self.check = self._namespace["check"]
 
+    def hot_terms(self) -> list[str]:
+        """The hot path's terms (source over this guard's names): what :meth:`check` tests first."""
+        return list(self._fast)
+
+    def function(self, name: str, lines: list[str], names: dict[str, Any]) -> Callable:
+        """Compile ``lines`` (the source of ``def name(...)``, which may use :meth:`hot_terms`) with this
+        guard's names and ``names`` (kept by the function alone: the guard does not keep them alive)."""
+        namespace = {**self._namespace, **names}
+        exec(compile("\n".join(lines) + "\n", f"<toynet {name}>", "exec"), namespace)  # noqa: S102 (our code)
+        return namespace[name]
+
     def _exec(self, lines: list[str]) -> None:
         code = compile("\n".join(lines) + "\n", "<toynet guard>", "exec")
         exec(code, self._namespace)  # noqa: S102  (our own generated code: names and repr'd keys only)

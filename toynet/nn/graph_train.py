@@ -40,7 +40,9 @@ class OptimizerBinding:
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         self.lr_tensors: list[Tensor] = []
-        self._fed: list = []   # the learning rates last copied into lr_tensors
+        #: The learning rates last copied into lr_tensors (one list, changed in place: a graph's repeat-call
+        #: function reads it, see toynet.nn.graph_call).
+        self.fed: list = []
 
     def lr_tensors_on(self, device: backend.Device) -> list[Tensor]:
         """The learning-rate tensors on ``device``, made again only if the groups or the device changed:
@@ -48,12 +50,12 @@ class OptimizerBinding:
         groups = self.optimizer.param_groups
         if len(self.lr_tensors) != len(groups) or (self.lr_tensors and self.lr_tensors[0].device != device):
             self.lr_tensors = [Tensor.from_data(float(g["lr"]), dtype=backend.float32, device=device) for g in groups]
-            self._fed = [None] * len(groups)
+            self.fed[:] = [None] * len(groups)
         return self.lr_tensors
 
     def feed_learning_rates(self) -> None:
         """Copy each group's current ``lr`` (a scheduler may have changed it) into the plan's input."""
-        fed = self._fed
+        fed = self.fed
         for i, group in enumerate(self.optimizer.param_groups):
             lr = group["lr"]
             if lr is not fed[i] or type(lr) is not float:  # (the same value fed again is harmless)

@@ -1,0 +1,106 @@
+"""The repeat call (toynet.nn.graph_call): calling a graph again with the very same tensors runs one generated
+function, which must behave exactly as the general path does: same results, learning rates fed, and every
+change it cannot vouch for sent back to the general path (new arrays, new tensors, a failed guard)."""
+
+from __future__ import annotations
+
+import numpy as np
+from graphs import TrainGraph
+
+import toynet as flow
+from toynet import nn
+from toynet.nn.graph_call import MISS
+
+
+def _poly():
+    flow.manual_seed(0)
+    x = flow.tensor(np.linspace(-1, 1, 40, dtype=np.float32).reshape(20, 2))
+    y = flow.tensor(np.linspace(0, 1, 20, dtype=np.float32))
+    model = nn.Sequential(nn.Linear(2, 1), nn.Flatten(0, 1))
+    return model, x, y
+
+
+def _eager_losses(steps, lrs=None):
+    model, x, y = _poly()
+    opt = flow.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for i in range(steps):
+        if lrs is not None:
+            opt.param_groups[0]["lr"] = lrs[i]
+        loss = nn.MSELoss()(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.numpy().copy() for p in model.parameters()]
+
+
+def _graph(lr=0.1):
+    model, x, y = _poly()
+    opt = flow.optim.SGD(model.parameters(), lr=lr)
+    return TrainGraph(model, nn.MSELoss(), opt), opt, model, x, y
+
+
+def test_a_repeat_call_runs_the_generated_function_and_matches_eager():
+    graph, _, model, x, y = _graph()
+    losses = [graph(x, y).item()]
+    repeat = graph._repeat
+    assert repeat is not None
+    losses += [graph(x, y).item() for _ in range(4)]
+    assert graph._repeat is repeat            # no call took the general path again
+    expected, params = _eager_losses(5)
+    np.testing.assert_allclose(losses, expected, rtol=1e-6)
+    for p, q in zip(model.parameters(), params):
+        np.testing.assert_allclose(p.numpy(), q, rtol=1e-6)
+
+
+def test_a_new_learning_rate_reaches_the_plan_on_the_repeat_path():
+    graph, opt, _, x, y = _graph()
+    lrs = [0.1, 0.05, 0.05, 0.2, 0.01]
+    losses = []
+    for lr in lrs:
+        opt.param_groups[0]["lr"] = lr
+        losses.append(graph(x, y).item())
+    expected, _ = _eager_losses(5, lrs)
+    np.testing.assert_allclose(losses, expected, rtol=1e-6)
+
+
+def test_other_tensors_or_replaced_arrays_take_the_general_path():
+    graph, _, _, x, y = _graph()
+    graph(x, y)
+    repeat = graph._repeat
+    assert repeat((x.detach(), y)) is MISS          # another tensor object
+    assert repeat((x,)) is MISS                     # another number of arguments
+    x.data = flow.tensor(x.numpy() * 2)             # the same tensor holding a new array
+    assert repeat((x, y)) is MISS
+    graph(x, y)                                     # general path: runs, and makes a new repeat function
+    assert graph._repeat is not repeat
+    assert graph._repeat((x, y)) is not MISS
+
+
+def test_a_failed_guard_on_the_repeat_path_recompiles():
+    graph, opt, model, x, y = _graph()
+    graph(x, y)
+    repeat = graph._repeat
+    opt.param_groups[0]["momentum"] = 0.9           # baked into the compiled update rule
+    assert repeat((x, y)) is MISS
+    graph(x, y)
+    assert len(graph._compiled) == 2                # compiled again for the new momentum
+    model.eval()
+    assert graph._repeat((x, y)) is MISS
+
+
+def test_an_error_on_the_repeat_path_is_reported_and_changes_nothing(capsys):
+    graph, _, model, x, y = _graph()
+    graph(x, y)
+    before = [p.numpy().copy() for p in model.parameters()]
+    graph._last.plan.namespace["c0"] = np.ones(3, np.float32)  # break the compiled plan on purpose
+    try:
+        graph(x, y)
+    except ValueError:
+        pass
+    else:  # pragma: no cover - the broken plan must fail
+        raise AssertionError("the broken plan ran")
+    assert "run got error" in capsys.readouterr().out
+    for p, q in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.numpy(), q)
