@@ -30,11 +30,30 @@ from typing import Any
 from . import conv_kernels as kernels
 from ._op import Op, ShapeError, register, shape_of
 from .conv import check_conv, forward_kernel
-from . import conv_nhwc
+from . import conv_nhwc, conv_rows
 from .conv_nhwc import activate, depthwise_nhwc, nchw, nhwc, pointwise_nhwc
 
 #: The activations a fused convolution can apply in place.
 ACTIVATIONS = (None, "relu", "relu6")
+#: The ways a channels-last depthwise convolution can be computed (``algorithm``): per kernel tap over the
+#: image (:func:`.conv_nhwc.depthwise_nhwc`) or over whole padded rows (:mod:`.conv_rows`); Graph mode's
+#: ChooseKernels pass times both on the real shapes and keeps the faster.
+ALGORITHMS = ("taps", "rows")
+
+
+def depthwise_algorithms(x_shape_nchw: tuple, w_shape: tuple, stride, padding, dilation, groups,
+                         grad_input: bool = False) -> list[str]:
+    """The algorithms that can compute this convolution (or its input gradient), the usual one first."""
+    if kernel_for(x_shape_nchw, w_shape, padding, groups) != "depthwise":
+        return []
+    kernel = (w_shape[2], w_shape[3])
+    return ["taps", "rows"] if conv_rows.applies(stride, padding, dilation, kernel, grad_input) else ["taps"]
+
+
+def _check_algorithm(op: str, algorithm: str, possible: list[str]) -> None:
+    if algorithm != "taps" and algorithm not in possible:
+        raise ShapeError(f"{op}: algorithm {algorithm!r} cannot compute this convolution; it can use "
+                         f"{possible or ['taps']} (rows: stride-1 depthwise convolutions only)")
 
 
 def fold_batch_norm(xp: Any, w: Any, b: Any, norm: tuple, eps: float) -> tuple[Any, Any]:
@@ -78,7 +97,7 @@ class Conv2dFused(Op):
     supports_out = True
 
     def forward(self, xp, x, w, *params, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=False,
-                norm=None, eps=1e-5, activation=None, channels_last=False, out=None):
+                norm=None, eps=1e-5, activation=None, channels_last=False, algorithm="taps", out=None):
         b, norm_inputs = _split(params, bias, norm)
         if norm is not None:
             w, b = fold_batch_norm(xp, w, b, norm_inputs, eps)
@@ -87,6 +106,8 @@ class Conv2dFused(Op):
                 out = xp.empty(self._nhwc_out(x.shape, w.shape, stride, padding, dilation), dtype=x.dtype)
             if kernel_for(nchw(x.shape), w.shape, padding, groups) == "pointwise":
                 return pointwise_nhwc(xp, x, w, b, activation, stride, out)
+            if algorithm == "rows":
+                return conv_rows.depthwise_rows(xp, x, w, b, activation, padding, dilation, out)
             return depthwise_nhwc(xp, x, w, b, activation, stride, padding, dilation, out)
         else:
             y = forward_kernel(xp, x, w, stride, padding, dilation, groups)
@@ -104,7 +125,7 @@ class Conv2dFused(Op):
         return (x_shape[0], ho, wo, w_shape[0])
 
     def infer(self, x, w, *params, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=False,
-              norm=None, eps=1e-5, activation=None, channels_last=False):
+              norm=None, eps=1e-5, activation=None, channels_last=False, algorithm="taps"):
         if activation not in ACTIVATIONS:
             raise ShapeError(f"conv2d_fused: activation must be one of {ACTIVATIONS}, got {activation!r}")
         if norm not in (None, "plain", "affine"):
@@ -124,14 +145,24 @@ class Conv2dFused(Op):
                                  f"tensors have one value per output channel: ({shape[1]},)")
         if channels_last and kernel_for(logical, shape_of(w), padding, groups) == "dense":
             raise ShapeError("conv2d_fused: channels_last=True serves 1x1 and depthwise convolutions only")
+        possible = depthwise_algorithms(logical, shape_of(w), stride, padding, dilation, groups) if channels_last else []
+        _check_algorithm(self.name, algorithm, possible)
         return (nhwc(shape) if channels_last else shape), x.dtype
 
+    def algorithms(self, x, w, *params, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                   channels_last=False, **attrs) -> list[str]:
+        """For ChooseKernels: the ``algorithm`` values this node can use (see :data:`ALGORITHMS`)."""
+        if not channels_last:
+            return []
+        return depthwise_algorithms(nchw(shape_of(x)), shape_of(w), stride, padding, dilation, groups)
+
     def describe(self, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=False, norm=None, eps=1e-5,
-                 activation=None, channels_last=False):
+                 activation=None, channels_last=False, algorithm="taps"):
         parts = ["conv2d"] + (["batch_norm"] if norm else []) + ([activation] if activation else [])
         settings = [f"stride={stride}"] if stride != (1, 1) else []
         settings += [f"groups={groups}"] if groups != 1 else []
         settings += ["NHWC"] if channels_last else []
+        settings += [f"algorithm={algorithm}"] if algorithm != "taps" else []
         return "+".join(parts) + (f"[{', '.join(settings)}]" if settings else "")
 
 
@@ -154,19 +185,29 @@ class Conv2dNhwcGradInput(_Conv2dNhwcGrad):
     name = "conv2d_nhwc_grad_input"
     supports_out = True
 
-    def forward(self, xp, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
+    def forward(self, xp, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                algorithm="taps", out=None):
         x_shape = tuple(input_shape)
         if kernel_for(nchw(x_shape), w.shape, padding, groups) == "pointwise":
             return conv_nhwc.pointwise_grad_input_nhwc(xp, g, w, x_shape, stride, out)
+        if algorithm == "rows":
+            return conv_rows.depthwise_rows_grad_input(xp, g, w, x_shape, padding, dilation, out)
         return conv_nhwc.depthwise_grad_input_nhwc(xp, g, w, x_shape, stride, padding, dilation, out)
 
-    def infer(self, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    def infer(self, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, algorithm="taps"):
         self.check(tuple(input_shape), shape_of(w), shape_of(g), stride, padding, dilation, groups)
+        _check_algorithm(self.name, algorithm, self.algorithms(g, w, input_shape, stride, padding, dilation, groups))
         return tuple(input_shape), g.dtype
 
-    def describe(self, input_shape=(), stride=(1, 1), groups=1, **attrs):
+    def algorithms(self, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                   **attrs) -> list[str]:
+        """For ChooseKernels: the ``algorithm`` values this node can use (see :data:`ALGORITHMS`)."""
+        return depthwise_algorithms(nchw(tuple(input_shape)), shape_of(w), stride, padding, dilation, groups,
+                                    grad_input=True)
+
+    def describe(self, input_shape=(), stride=(1, 1), groups=1, algorithm="taps", **attrs):
         return "conv2d_grad_input[NHWC" + (f", stride={stride}" if stride != (1, 1) else "") + (
-            f", groups={groups}]" if groups != 1 else "]")
+            f", groups={groups}" if groups != 1 else "") + (f", algorithm={algorithm}]" if algorithm != "taps" else "]")
 
 
 @register

@@ -146,8 +146,9 @@ class Plan:
             name = self._var[id(n)] = f"v{i}"
             origin = origin_comment(n)
             lines.append(f"    # {as_comment(n.name)}" + (f"    ({as_comment(origin)})" if origin else ""))
-            if n.kernel:
-                lines.append(f"    # kernel: {as_comment(n.kernel)}, the fastest when compiling (ChooseKernels)")
+            chosen = n.kernel or (n.attrs.get("algorithm") if n.attrs.get("algorithm", "taps") != "taps" else "")
+            if chosen:
+                lines.append(f"    # kernel: {as_comment(chosen)}, the fastest when compiling (ChooseKernels)")
             out = self._out(n)
             args = [self._var[id(x)] if isinstance(x, Node) else self._literal(x) for x in n.inputs]
             if n.op is FusedElementwise:

@@ -13,6 +13,11 @@ code gives, times it, and records the fastest in ``node.kernel`` (the code gener
 A candidate must beat the usual code by :data:`MARGIN` to be chosen: a near tie would make the choice,
 and so the last bits of a result, change from run to run with the machine's noise.
 
+Convolutions have whole algorithms to choose from instead: a channels-last depthwise convolution runs
+per kernel tap or over whole padded rows (:mod:`toynet.ops.conv_rows`). Such an op lists them with an
+``algorithms`` rule, its ``forward`` takes the choice as the ``algorithm`` attribute, and this pass sets
+that attribute on the node, so the choice is part of the graph (``graph.ir`` shows it).
+
 Timings are kept for the session, per op, shapes, dtypes and attributes, so compiling again (a new
 batch size back to an old one, another graph of the same model) does not time again. The pass's report
 gives every timing (``graph.debug(3)``, ``graph.passes``). Turn it off with
@@ -24,6 +29,7 @@ for CUDA keeps every op's usual code.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable
 
@@ -61,7 +67,7 @@ def _choose(graph: Graph, report: PassReport, measure: Callable | None) -> Graph
         return graph
     timed_ops = chosen = 0
     for n in graph.nodes:
-        if n.kind != OP or n.op.kernels is None:
+        if n.kind != OP or (n.op.kernels is None and getattr(n.op, "algorithms", None) is None):
             continue
         trial = _Trial(n)
         candidates = trial.candidates()
@@ -73,10 +79,15 @@ def _choose(graph: Graph, report: PassReport, measure: Callable | None) -> Graph
         timed_ops += 1
         usual = next(iter(candidates))
         fastest = min(times, key=times.get)
+        kept = usual
         if fastest != usual and times[usual] >= MARGIN * times[fastest]:
-            n.kernel = fastest
+            kept = fastest
             chosen += 1
-        report.kernels[n.name] = _describe(n.kernel or usual, times)
+            if trial.algorithms:
+                n.attrs = dict(n.attrs, algorithm=fastest)
+            else:
+                n.kernel = fastest
+        report.kernels[n.name] = _describe(kept, times)
     report.notes.append(f"timed {timed_ops} ops, chose another kernel for {chosen}")
     return graph
 
@@ -118,13 +129,26 @@ class _Trial:
         if node.op.supports_out:
             self.namespace["out"] = xp.empty(node.shape, dtype=node.dtype.array_dtype)
             self.out = _OutName("out", self.namespace)
+        #: The op chooses among whole algorithms (an attribute of its forward), not among expressions.
+        self.algorithms = getattr(node.op, "algorithms", None) is not None
 
     def candidates(self) -> dict[str, str]:
+        if self.algorithms:
+            return self._algorithm_calls()
         found = self.node.op.kernels(self.args, self.node.inputs, self.out, **self.node.attrs)
         found = {name: code for name, code in found.items() if code is not None}
         for code in found.values():
             bind_ones(code, self.namespace, xp)
         return found
+
+    def _algorithm_calls(self) -> dict[str, str]:
+        """A call of the op's forward per algorithm it can use, the usual one first."""
+        node = self.node
+        names = node.op.algorithms(*node.inputs, **node.attrs)
+        attrs = {k: v for k, v in node.attrs.items() if k != "algorithm"}
+        self.namespace["forward"] = functools.partial(node.op.forward, **attrs)
+        out = ", out=out" if self.out is not None else ""
+        return {name: f"forward(xp, {', '.join(self.args)}, algorithm={name!r}{out})" for name in names}
 
     def key(self) -> tuple:
         inputs = tuple((x.shape, x.dtype.name) if isinstance(x, Node) else x for x in self.node.inputs)
@@ -158,10 +182,11 @@ class _Trial:
 
 
 def _random(shape: tuple, dtype: backend.DType, seed: int) -> Any:
-    """Data to time on: normal floats (the values do not change the time; NaNs and denormals would)."""
+    """Data to time on: floats from 0.5 to 1.5 (the values do not change the time; NaNs and denormals would,
+    and a BatchNorm variance must be positive)."""
     array_dtype = dtype.array_dtype
     if dtype.is_floating_point:
-        return xp.random.default_rng(seed).standard_normal(shape).astype(array_dtype)
+        return (xp.random.default_rng(seed).random(shape) + 0.5).astype(array_dtype)
     return xp.zeros(shape, dtype=array_dtype)
 
 
