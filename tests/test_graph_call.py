@@ -46,6 +46,7 @@ def test_a_repeat_call_runs_the_generated_function_and_matches_eager():
     losses = [graph(x, y).item()]
     repeat = graph._repeat
     assert repeat is not None
+    assert "args[0] is _arg0" in repeat.source and graph.plan.body[-1] in repeat.source  # the plan, inlined
     losses += [graph(x, y).item() for _ in range(4)]
     assert graph._repeat is repeat            # no call took the general path again
     expected, params = _eager_losses(5)
@@ -94,7 +95,9 @@ def test_an_error_on_the_repeat_path_is_reported_and_changes_nothing(capsys):
     graph, _, model, x, y = _graph()
     graph(x, y)
     before = [p.numpy().copy() for p in model.parameters()]
-    graph._last.plan.namespace["c0"] = np.ones(3, np.float32)  # break the compiled plan on purpose
+    constant = next(name for name in graph._last.plan.namespace if name[0] == "c" and name[1:].isdigit())
+    # break the compiled plan on purpose: in the plan itself and in the repeat function, which inlines it
+    graph._last.plan.namespace[constant] = graph._repeat.__globals__[constant] = np.ones(3, np.float32)
     try:
         graph(x, y)
     except ValueError:

@@ -584,7 +584,8 @@ def test_graph_passes_lists_the_pipeline_and_what_each_pass_did():
     _, _, graph = train_conv(True, 1)
     reports = graph.passes
     assert [r.name for r in reports] == ["EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions",
-                                         "EliminateDeadCode", "FoldBatchNorm", "RecomputeActivations", "ChannelsLast",
+                                         "EliminateDeadCode", "ReassociateScalars", "FoldBatchNorm",
+                                         "RecomputeActivations", "ChannelsLast",
                                          "FuseElementwise", "ChooseKernels", "PlanMemory"]
     by_name = {r.name: r for r in reports}
     assert by_name["FuseElementwise"].fused

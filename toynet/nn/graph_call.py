@@ -11,11 +11,12 @@ step. Then nothing about the inputs can have changed but their values, and a cal
 Done as four Python functions, that is about 1.5 microseconds of calls, loops and lookups around a plan
 that may itself take ten (the poly fit's). So ``nn.Graph`` generates the four as *one* function per call
 site, the way the guard and the plan themselves are generated: the guard's hot-path terms are written
-inline after the input tests, and the learning rates are fed only when one is no longer the number
-fed last. The function returns :data:`MISS` when the call is not the repeat it was made for, or a term
-of the guard fails; ``nn.Graph`` then takes the general path (flatten the arguments, look the plan up,
-recheck the guard in full), which also makes the next repeat function. Like the guard's, the code
-holds only names and literals toynet wrote itself.
+inline after the input tests, the learning rates are fed only when one is no longer the number fed
+last, and the plan's own body follows, inlined (``repeat.source`` shows the whole function). It
+returns :data:`MISS` when the call is not the repeat it was made for, or a term of the guard fails;
+``nn.Graph`` then takes the general path (flatten the arguments, look the plan up, recheck the guard
+in full), which also makes the next repeat function. Like the guard's and the plan's, the code holds
+only names and literals toynet wrote itself.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ MISS = object()
 def repeat_call(compiled: Any, args: tuple, inputs: list, bindings: list) -> Callable[[tuple], Any]:
     """The function that runs ``compiled``'s plan for a call with exactly ``args`` (all tensors, fed to the
     plan as ``inputs``); ``bindings``: the graph's optimizers (see ``graph_train.OptimizerBinding``)."""
-    names: dict[str, Any] = {"_MISS": MISS, "_inputs": inputs, "_run": compiled.plan.run,
-                             "_commit": compiled.commit, "_device": compiled.plan.device, "_wrap": Tensor.wrap}
+    plan = compiled.plan
+    names: dict[str, Any] = {**plan.namespace, "_MISS": MISS, "_inputs": inputs, "_scheduled": compiled.commit,
+                             "_device": plan.device, "_make": Tensor._make}
     tests = [f"len(args) == {len(args)}"]
     for k, t in enumerate(args):
         names[f"_arg{k}"], names[f"_array{k}"] = t, t.array
@@ -47,11 +49,10 @@ def repeat_call(compiled: Any, args: tuple, inputs: list, bindings: list) -> Cal
             feeds.append((i, f"_group{i}_{k}['lr'] is not _fed{i}[{k}] or type(_fed{i}[{k}]) is not float"))
     spec = compiled.traced.output_structure
     if spec == TENSOR:   # build() returned one tensor: the common case, without the tree walk
-        result = "_wrap(_run(_inputs, _arrays, _commit)[0], _device)"
+        result = f"_make({plan.output_sources[0]}, None, _device, False)"
     else:
-        names["_rebuild"] = lambda arrays: unflatten(spec, iter([Tensor.wrap(a, compiled.plan.device)
-                                                                 for a in arrays]))
-        result = "_rebuild(_run(_inputs, _arrays, _commit))"
+        names["_rebuild"] = lambda arrays: unflatten(spec, iter([Tensor.wrap(a, plan.device) for a in arrays]))
+        result = f"_rebuild(({', '.join(plan.output_sources)},))"
     lines = ["def repeat(args):", "    try:",
              "        if not (" + "\n                and ".join(tests + compiled.guard.hot_terms()) + "):",
              "            return _MISS",
@@ -59,5 +60,8 @@ def repeat_call(compiled: Any, args: tuple, inputs: list, bindings: list) -> Cal
              "        return _MISS"]
     for i, condition in feeds:
         lines += [f"    if {condition}:", f"        _feed{i}()"]
-    lines.append(f"    return {result}")
-    return compiled.guard.function("repeat", lines, names)
+    lines += ["    # the plan (see graph.plan.source), on the arrays of this call site",
+              "    inputs, states, commit = _inputs, _arrays, _scheduled"] + plan.body + [f"    return {result}"]
+    repeat = compiled.guard.function("repeat", lines, names)
+    repeat.source = "\n".join(lines) + "\n"
+    return repeat

@@ -96,7 +96,11 @@ class Plan:
         self._state_index = {name: i for i, name in enumerate(self.state_names)}
         self._temporaries: set[str] = set()   # fused kernels' intermediate results
         self._numbers = _number_nodes(self.graph)  # values that are Python numbers at run time
-        body = self._reads() + self._op_lines() + self._commits() + [self._return()]
+        #: The function's body without its return, and the expression of each output: what a caller that
+        #: generates its own function around the plan inlines (toynet.nn.graph_call's repeat call).
+        self.body = self._reads() + self._op_lines() + self._commits()
+        self.output_sources = self._outputs()
+        body = self.body + [f"    return {_tuple(self.output_sources)}"]
         source = "\n".join(self._header() + ["def run(inputs, states, commit=None):"] + body) + "\n"
         del self._var, self._temporaries, self._numbers  # bookkeeping of the code generation only
         return source
@@ -200,9 +204,9 @@ class Plan:
                         "    else:",
                         f"        commit({targets}, {values})"]
 
-    def _return(self) -> str:
-        """The outputs, as a tuple of arrays the caller may keep (after the commit: an output that is a
-        state shows it after the step, as the eager tensor would)."""
+    def _outputs(self) -> list[str]:
+        """The outputs, arrays the caller may keep (after the commit: an output that is a state shows it
+        after the step, as the eager tensor would)."""
         memory = self.graph.memory
         outs = []
         for n in self.graph.outputs:
@@ -215,7 +219,7 @@ class Plan:
             if not n.shape:
                 v = f"xp.asarray({v})"  # NumPy gives scalars for 0-d results; outputs are arrays
             outs.append(v)
-        return f"    return {_tuple(outs)}"
+        return outs
 
     def _view(self, slot: int, node: Node) -> str:
         """The name of slot ``slot``'s raw memory viewed with ``node``'s shape and dtype."""

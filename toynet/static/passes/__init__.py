@@ -8,12 +8,13 @@ is never modified, so a learner can print or draw the graph before and after any
 2. :func:`~.fold.fold_constants`            compute at compile time what depends only on constants
 3. :func:`~.cse.eliminate_common_subexpressions`  compute identical expressions once
 4. :func:`~.dce.eliminate_dead_code`       again: folding and merging leave unused nodes behind
-5. :func:`~.fold_batch_norm.fold_batch_norm`  conv -> BatchNorm (eval) -> relu6 becomes one conv
-6. :func:`~.recompute.recompute_activations`  backward recomputes relu6(batch_norm(x)) instead of keeping it
-7. :func:`~.layout.plan_layout`             1x1/depthwise convs, BatchNorm and what lies between run NHWC
-8. :func:`~.fuse.fuse_elementwise`          chains of elementwise ops become one kernel
-9. :func:`~.kernels.choose_kernels`         time the ways some ops can run, on the real shapes; keep the fastest
-10. :func:`~.memory.plan_memory`             place values in one arena, sharing memory when lifetimes don't overlap
+5. :func:`~.scalars.reassociate_scalars`    two scalar factors across linear ops become one (2 * lr)
+6. :func:`~.fold_batch_norm.fold_batch_norm`  conv -> BatchNorm (eval) -> relu6 becomes one conv
+7. :func:`~.recompute.recompute_activations`  backward recomputes relu6(batch_norm(x)) instead of keeping it
+8. :func:`~.layout.plan_layout`             1x1/depthwise convs, BatchNorm and what lies between run NHWC
+9. :func:`~.fuse.fuse_elementwise`          chains of elementwise ops become one kernel
+10. :func:`~.kernels.choose_kernels`        time the ways some ops can run, on the real shapes; keep the fastest
+11. :func:`~.memory.plan_memory`            place values in one arena, sharing memory when lifetimes don't overlap
 
 Two passes run only when asked for (they change how a step computes, not only how fast): with
 ``amp=True`` :func:`~.amp.auto_mixed_precision` first (float16 matrix products), and with checkpointed
@@ -38,6 +39,7 @@ from .layout import plan_layout
 from .memory import plan_memory
 from .recompute import recompute_activations
 from .report import Pass, PassReport, timed
+from .scalars import reassociate_scalars
 
 __all__ = ["PASS_NAMES", "Pass", "PassReport", "default_pipeline", "optimize", "timed"]
 
@@ -51,6 +53,7 @@ def default_pipeline(amp: bool = False, checkpoint: tuple[str, ...] = ()) -> lis
         ("EliminateCommonSubexpressions", eliminate_common_subexpressions),
         ("EliminateDeadCode", eliminate_dead_code),
     ] + ([("CheckpointActivations", checkpoint_activations(checkpoint))] if checkpoint else []) + [
+        ("ReassociateScalars", reassociate_scalars),
         ("FoldBatchNorm", fold_batch_norm),
         ("RecomputeActivations", recompute_activations),
         ("ChannelsLast", plan_layout),
@@ -60,7 +63,7 @@ def default_pipeline(amp: bool = False, checkpoint: tuple[str, ...] = ()) -> lis
     ]
 
 
-PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "FoldBatchNorm",
+PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "ReassociateScalars", "FoldBatchNorm",
               "RecomputeActivations", "ChannelsLast", "FuseElementwise", "ChooseKernels", "PlanMemory")
 
 
