@@ -30,30 +30,38 @@ from typing import Any
 from . import conv_kernels as kernels
 from ._op import Op, ShapeError, register, shape_of
 from .conv import check_conv, forward_kernel
-from . import conv_nhwc, conv_rows
+from . import conv_matrix, conv_nhwc, conv_rows
 from .conv_nhwc import activate, depthwise_nhwc, nchw, nhwc, pointwise_nhwc
 
 #: The activations a fused convolution can apply in place.
 ACTIVATIONS = (None, "relu", "relu6")
 #: The ways a channels-last depthwise convolution can be computed (``algorithm``): per kernel tap over the
-#: image (:func:`.conv_nhwc.depthwise_nhwc`) or over whole padded rows (:mod:`.conv_rows`); Graph mode's
-#: ChooseKernels pass times both on the real shapes and keeps the faster.
-ALGORITHMS = ("taps", "rows")
+#: image (:func:`.conv_nhwc.depthwise_nhwc`), over whole padded rows (:mod:`.conv_rows`, stride 1), or as
+#: one matrix per channel (:mod:`.conv_matrix`, small images); Graph mode's ChooseKernels pass times them
+#: on the real shapes and keeps the fastest.
+ALGORITHMS = ("taps", "rows", "matrix")
 
 
 def depthwise_algorithms(x_shape_nchw: tuple, w_shape: tuple, stride, padding, dilation, groups,
-                         grad_input: bool = False) -> list[str]:
-    """The algorithms that can compute this convolution (or its input gradient), the usual one first."""
+                         gradient: str = "") -> list[str]:
+    """The algorithms that can compute this convolution (or its ``gradient``: "input" or "weight"), the
+    usual one first."""
     if kernel_for(x_shape_nchw, w_shape, padding, groups) != "depthwise":
         return []
     kernel = (w_shape[2], w_shape[3])
-    return ["taps", "rows"] if conv_rows.applies(stride, padding, dilation, kernel, grad_input) else ["taps"]
+    found = ["taps"]
+    if gradient != "weight" and conv_rows.applies(stride, padding, dilation, kernel, gradient == "input"):
+        found.append("rows")
+    if conv_matrix.applies(x_shape_nchw[2:], kernel, stride, padding, dilation):
+        found.append("matrix")
+    return found
 
 
 def _check_algorithm(op: str, algorithm: str, possible: list[str]) -> None:
     if algorithm != "taps" and algorithm not in possible:
         raise ShapeError(f"{op}: algorithm {algorithm!r} cannot compute this convolution; it can use "
-                         f"{possible or ['taps']} (rows: stride-1 depthwise convolutions only)")
+                         f"{possible or ['taps']} (rows: stride-1 depthwise convolutions only; matrix: depthwise "
+                         f"convolutions of small images)")
 
 
 def fold_batch_norm(xp: Any, w: Any, b: Any, norm: tuple, eps: float) -> tuple[Any, Any]:
@@ -108,6 +116,8 @@ class Conv2dFused(Op):
                 return pointwise_nhwc(xp, x, w, b, activation, stride, out)
             if algorithm == "rows":
                 return conv_rows.depthwise_rows(xp, x, w, b, activation, padding, dilation, out)
+            if algorithm == "matrix":
+                return conv_matrix.depthwise_matrix(xp, x, w, b, activation, stride, padding, dilation, out)
             return depthwise_nhwc(xp, x, w, b, activation, stride, padding, dilation, out)
         else:
             y = forward_kernel(xp, x, w, stride, padding, dilation, groups)
@@ -192,6 +202,8 @@ class Conv2dNhwcGradInput(_Conv2dNhwcGrad):
             return conv_nhwc.pointwise_grad_input_nhwc(xp, g, w, x_shape, stride, out)
         if algorithm == "rows":
             return conv_rows.depthwise_rows_grad_input(xp, g, w, x_shape, padding, dilation, out)
+        if algorithm == "matrix":
+            return conv_matrix.depthwise_matrix_grad_input(xp, g, w, x_shape, stride, padding, dilation, out)
         return conv_nhwc.depthwise_grad_input_nhwc(xp, g, w, x_shape, stride, padding, dilation, out)
 
     def infer(self, g, w, input_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, algorithm="taps"):
@@ -203,7 +215,7 @@ class Conv2dNhwcGradInput(_Conv2dNhwcGrad):
                    **attrs) -> list[str]:
         """For ChooseKernels: the ``algorithm`` values this node can use (see :data:`ALGORITHMS`)."""
         return depthwise_algorithms(nchw(tuple(input_shape)), shape_of(w), stride, padding, dilation, groups,
-                                    grad_input=True)
+                                    gradient="input")
 
     def describe(self, input_shape=(), stride=(1, 1), groups=1, algorithm="taps", **attrs):
         return "conv2d_grad_input[NHWC" + (f", stride={stride}" if stride != (1, 1) else "") + (
@@ -216,19 +228,30 @@ class Conv2dNhwcGradWeight(_Conv2dNhwcGrad):
 
     name = "conv2d_nhwc_grad_weight"
 
-    def forward(self, xp, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    def forward(self, xp, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                algorithm="taps"):
         w_shape = tuple(weight_shape)
         if kernel_for(nchw(x.shape), w_shape, padding, groups) == "pointwise":
             return conv_nhwc.pointwise_grad_weight_nhwc(xp, x, g, w_shape, stride)
+        if algorithm == "matrix":
+            return conv_matrix.depthwise_matrix_grad_weight(xp, x, g, w_shape, stride, padding, dilation)
         return conv_nhwc.depthwise_grad_weight_nhwc(xp, x, g, w_shape, stride, padding, dilation)
 
-    def infer(self, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    def infer(self, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+              algorithm="taps"):
         self.check(shape_of(x), tuple(weight_shape), shape_of(g), stride, padding, dilation, groups)
+        _check_algorithm(self.name, algorithm, self.algorithms(x, g, weight_shape, stride, padding, dilation, groups))
         return tuple(weight_shape), x.dtype
 
-    def describe(self, weight_shape=(), stride=(1, 1), groups=1, **attrs):
+    def algorithms(self, x, g, weight_shape=(), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                   **attrs) -> list[str]:
+        """For ChooseKernels: the ``algorithm`` values this node can use (see :data:`ALGORITHMS`)."""
+        return depthwise_algorithms(nchw(shape_of(x)), tuple(weight_shape), stride, padding, dilation, groups,
+                                    gradient="weight")
+
+    def describe(self, weight_shape=(), stride=(1, 1), groups=1, algorithm="taps", **attrs):
         return "conv2d_grad_weight[NHWC" + (f", stride={stride}" if stride != (1, 1) else "") + (
-            f", groups={groups}]" if groups != 1 else "]")
+            f", groups={groups}" if groups != 1 else "") + (f", algorithm={algorithm}]" if algorithm != "taps" else "]")
 
 
 class _Transpose4d(Op):

@@ -117,7 +117,7 @@ ATTRIBUTES: dict[str, tuple[str, Any]] = {
     "index": ("a tuple of ints, slices, None, ... and tensor places",
               lambda v: isinstance(v, tuple) and len(v) <= 64 and all(_index_item(i) for i in v)),
     "source": ("a device", lambda v: isinstance(v, backend.Device)),  # to_device's; replaced when loading
-    "algorithm": ("'taps' or 'rows'", lambda v: type(v) is str and v in ("taps", "rows")),
+    "algorithm": ("'taps', 'rows' or 'matrix'", lambda v: type(v) is str and v in ("taps", "rows", "matrix")),
     **{flag: ("true or false", lambda v: type(v) is bool)
        for flag in ("ceil_mode", "count_include_pad", "keepdim", "training", "unbiased")},
 }

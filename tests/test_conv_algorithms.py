@@ -1,6 +1,7 @@
-"""The shifted-rows depthwise kernel (toynet.ops.conv_rows) and Graph mode's choice of it (ChooseKernels sets
-the ``algorithm`` of channels-last depthwise convolutions): it must compute what the taps kernel computes,
-forward and backward to the input, for every geometry it accepts, and refuse the ones it cannot compute."""
+"""The depthwise algorithms Graph mode chooses among (ChooseKernels sets the ``algorithm`` of channels-last
+depthwise convolutions and their gradients): the shifted-rows kernel (toynet.ops.conv_rows) and the matrix
+kernel (toynet.ops.conv_matrix) must compute what the taps kernel computes, forward and backward, for
+every geometry they accept, and be refused where they cannot compute it."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from hypothesis import strategies as st
 
 import toynet as flow
 from toynet import nn
-from toynet.ops import OPS, ShapeError, conv_nhwc, conv_rows
+from toynet.ops import OPS, ShapeError, conv_matrix, conv_nhwc, conv_rows
 from toynet.static.passes import kernels as choose
 
-FUSED, GRAD_INPUT = OPS["conv2d_fused"], OPS["conv2d_nhwc_grad_input"]
+FUSED, GRAD_INPUT, GRAD_WEIGHT = OPS["conv2d_fused"], OPS["conv2d_nhwc_grad_input"], OPS["conv2d_nhwc_grad_weight"]
 
 
 def rand(*shape, seed=0):
@@ -59,7 +60,27 @@ def test_rows_input_gradient_equals_the_taps_kernel(n, c, h, w, k, padding, dila
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_the_rows_kernel_is_offered_only_where_it_computes_the_convolution():
+@settings(max_examples=60, deadline=None)
+@given(**geometry, stride=st.integers(1, 3), activation=st.sampled_from([None, "relu6"]), bias=st.booleans())
+def test_the_matrix_kernel_equals_the_taps_kernel_forward_and_backward(n, c, h, w, k, padding, dilation, stride,
+                                                                       activation, bias):
+    if not _fits(h, w, k, padding, dilation):
+        return
+    x, weight = rand(n, h, w, c) * 4, rand(c, 1, *k, seed=1)
+    b = rand(c, seed=2) if bias else None
+    geo = ((stride, stride), (padding, padding), (dilation, dilation))
+    out_shape = FUSED._nhwc_out(x.shape, weight.shape, *geo)
+    expected = conv_nhwc.depthwise_nhwc(np, x, weight, b, activation, *geo, np.empty(out_shape, np.float32))
+    got = conv_matrix.depthwise_matrix(np, x, weight, b, activation, *geo, np.full(out_shape, np.nan, np.float32))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    g = rand(*out_shape, seed=3)
+    np.testing.assert_allclose(conv_matrix.depthwise_matrix_grad_input(np, g, weight, x.shape, *geo),
+                               conv_nhwc.depthwise_grad_input_nhwc(np, g, weight, x.shape, *geo), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(conv_matrix.depthwise_matrix_grad_weight(np, x, g, weight.shape, *geo),
+                               conv_nhwc.depthwise_grad_weight_nhwc(np, x, g, weight.shape, *geo), rtol=1e-4, atol=1e-4)
+
+
+def test_each_algorithm_is_offered_only_where_it_computes_the_convolution():
     fused = dict(groups=4, channels_last=True, padding=(1, 1), dilation=(1, 1))
 
     class Meta:   # an input as the compiler knows it: a shape and a dtype
@@ -67,10 +88,15 @@ def test_the_rows_kernel_is_offered_only_where_it_computes_the_convolution():
             self.shape, self.dtype = shape, flow.float32
 
     assert FUSED.algorithms(Meta(2, 6, 6, 4), Meta(4, 1, 3, 3), stride=(1, 1), **fused) == ["taps", "rows"]
-    assert FUSED.algorithms(Meta(2, 6, 6, 4), Meta(4, 1, 3, 3), stride=(2, 2), **fused) == ["taps"]
+    # stride 2: no rows; a 6x6 image to 3x3 is 9 x 36 matrix entries per channel: small enough for the matrix
+    assert FUSED.algorithms(Meta(2, 6, 6, 4), Meta(4, 1, 3, 3), stride=(2, 2), **fused) == ["taps", "matrix"]
+    assert FUSED.algorithms(Meta(2, 4, 4, 4), Meta(4, 1, 3, 3), stride=(1, 1), **fused) == ["taps", "rows", "matrix"]
+    assert GRAD_WEIGHT.algorithms(Meta(2, 4, 4, 4), Meta(2, 4, 4, 4), weight_shape=(4, 1, 3, 3), padding=(1, 1),
+                                  groups=4) == ["taps", "matrix"]      # (the rows kernel has no weight gradient)
     assert FUSED.algorithms(Meta(2, 6, 6, 4), Meta(8, 4, 1, 1), stride=(1, 1), groups=1,
                             channels_last=True, padding=(0, 0), dilation=(1, 1)) == []    # a 1x1 convolution
-    # the input gradient's padding d*(k-1) - p would be negative: the rows kernel cannot compute it
+    # the input gradient's padding d*(k-1) - p would be negative: the rows kernel cannot compute it (and a
+    # 6x6 image padded by 3 gives 10x10: 3600 matrix entries, too many)
     assert GRAD_INPUT.algorithms(Meta(2, 8, 8, 4), Meta(4, 1, 3, 3), input_shape=(2, 6, 6, 4), padding=(3, 3),
                                  groups=4) == ["taps"]
     with pytest.raises(ShapeError, match="algorithm 'rows' cannot compute"):
@@ -86,25 +112,27 @@ def _depthwise_net():
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
 
 
-def test_graph_mode_takes_the_faster_algorithm_and_trains_as_eager(monkeypatch):
-    """With a timer that finds the rows kernel faster, the stride-1 depthwise convolution and its input
-    gradient run it (the strided one cannot), the plan says so, and the steps match Eager mode's."""
+@pytest.mark.parametrize("faster, expected", [
+    ("rows", {"conv2d_fused", "conv2d_nhwc_grad_input"}),                              # the stride-1 layer
+    ("matrix", {"conv2d_fused", "conv2d_nhwc_grad_input", "conv2d_nhwc_grad_weight"}),  # the strided one
+])
+def test_graph_mode_takes_the_faster_algorithm_and_trains_as_eager(monkeypatch, faster, expected):
+    """With a timer that finds one algorithm faster, the convolutions and gradients it can compute run it,
+    the plan and the graph say so, and the steps match Eager mode's."""
     monkeypatch.setattr(choose, "_TIMINGS", {})
     monkeypatch.setattr(choose, "_measure_interleaved",
-                        lambda calls: {name: (1e-4 if "rows" in name else 1e-3) for name in calls})
+                        lambda calls: {name: (1e-4 if name == faster else 1e-3) for name in calls})
     x = flow.tensor(rand(4, 3, 8, 8))
     y = flow.tensor(np.array([0, 1, 2, 3]))
     model = _depthwise_net()
     graph = TrainGraph(model, nn.CrossEntropyLoss(), flow.optim.SGD(model.parameters(), lr=0.1))
     losses = [graph(x, y).item() for _ in range(3)]
-    chosen = {n.op.name: n.attrs.get("algorithm") for n in graph.ir.nodes
-              if n.kind == "op" and n.attrs.get("algorithm") == "rows"}
-    assert chosen == {"conv2d_fused": "rows", "conv2d_nhwc_grad_input": "rows"}
-    assert sum(1 for n in graph.ir.nodes if n.kind == "op" and n.attrs.get("algorithm") == "rows") == 2
-    assert "kernel: rows, the fastest when compiling" in graph.plan.source
-    assert "algorithm=rows" in graph.ir.format()
+    chosen = [n.op.name for n in graph.ir.nodes if n.kind == "op" and n.attrs.get("algorithm") == faster]
+    assert sorted(chosen) == sorted(expected)
+    assert f"kernel: {faster}, the fastest when compiling" in graph.plan.source
+    assert f"algorithm={faster}" in graph.ir.format()
     report = next(r for r in graph.passes if r.name == "ChooseKernels")
-    assert any(text.startswith("rows ") and "(taps " in text for text in report.kernels.values())
+    assert any(text.startswith(f"{faster} ") and "(taps " in text for text in report.kernels.values())
 
     eager_model = _depthwise_net()
     opt = flow.optim.SGD(eager_model.parameters(), lr=0.1)
