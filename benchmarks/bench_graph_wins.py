@@ -10,6 +10,9 @@ Rows (each a ratio, so that a noisy machine slows both sides alike):
 * **poly fit** (the tutorial's Linear(3, 1) on 2000 points): Eager / hand-written NumPy (goal <= 4) and
   Graph / hand-written NumPy (goal <= 1.1); and what compile-time kernel choice (the ChooseKernels pass)
   is worth there: Graph / the same Graph with the pass off.
+* what the kernel choice is worth on MobileNetV2 (its depthwise algorithms: taps, padded rows, a matrix
+  per channel): Graph with ChooseKernels / without, in training and inference. These algorithms could be
+  given to Eager mode too, by shape rules; this row says how much of the Graph / Eager ratios they are.
 
 Time rows run three times: with one BLAS thread, timing this thread's CPU time (what the work costs,
 whatever else the machine does); the same in a child process where glibc keeps freed blocks for reuse
@@ -86,9 +89,11 @@ def mobilenet(train: bool):
 def training_contenders() -> dict:
     x, y = (flow.tensor(a) for a in mobilenet_data("mobilenet"))
     steps = {}
-    for mode, make in (("eager", eager_step), ("graph", graph_step)):
+    for mode, make, off in (("eager", eager_step, None), ("graph", graph_step, ()),
+                            ("graph, kernels not chosen", graph_step, ("ChooseKernels",))):
         model = mobilenet(train=True)
-        steps[mode] = make(model, nn.CrossEntropyLoss(), flow.optim.SGD(model.parameters(), lr=1e-3), x, y)
+        args = (model, nn.CrossEntropyLoss(), flow.optim.SGD(model.parameters(), lr=1e-3), x, y)
+        steps[mode] = make(*args) if off is None else make(*args, disabled_passes=off)
     return steps
 
 
@@ -104,11 +109,13 @@ class Inference(nn.Graph):
 def inference_contenders() -> dict:
     x = flow.tensor(mobilenet_data("mobilenet")[0])
     eager_model, graph = mobilenet(train=False), Inference(mobilenet(train=False))
+    plain = Inference(mobilenet(train=False))
+    plain.config.enable_pass("ChooseKernels", False)
 
     def eager():
         with flow.no_grad():
             return eager_model(x)
-    return {"eager": eager, "graph": lambda: graph(x)}
+    return {"eager": eager, "graph": lambda: graph(x), "graph, kernels not chosen": lambda: plain(x)}
 
 
 def poly_contenders() -> dict:
@@ -125,6 +132,9 @@ def time_rows(rounds: int, quick: bool) -> dict[str, float]:
     rows["MobileNetV2 training step, Graph / Eager time"] = ratio(train, "graph", "eager")
     infer = interleaved(inference_contenders(), rounds, 1 if quick else 3)
     rows["MobileNetV2 inference, Eager / Graph time (x faster)"] = ratio(infer, "eager", "graph")
+    rows["(MobileNetV2 Graph with ChooseKernels / without: training, inference)"] = [
+        round(ratio(train, "graph", "graph, kernels not chosen"), 3),
+        round(ratio(infer, "graph", "graph, kernels not chosen"), 3)]
     poly = interleaved(poly_contenders(), rounds, 50 if quick else 300)
     rows["poly fit step, Eager / hand-written NumPy"] = ratio(poly, "eager", "numpy")
     rows["poly fit step, Graph / hand-written NumPy"] = ratio(poly, "graph", "numpy")
