@@ -97,3 +97,35 @@ def test_momentum_keeps_its_update_rule():
                        flow.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9))
     graph(x, y)
     assert next(r for r in graph.passes if r.name == "ReassociateScalars").removed == []
+
+
+def test_a_product_of_the_scaled_value_with_itself_is_not_linear():
+    b = Builder()
+    d = b.input("d", (8, 1))
+    lr = b.state("lr", np.array(0.1), kind="system")
+    w = b.state("w", np.ones((8, 1)))
+    g = b.op("mul", d, 2.0, name="g")
+    square = b.op("mul", g, b.op("reshape", g, shape=(8, 1), name="again"), name="square")  # scales by 2 * 2
+    update = b.op("sub", w, b.op("mul", lr, square, name="scaled"), name="update")
+    b.returns(b.op("sum", d, name="loss")).update(w, update)
+    after, report = reassociate_scalars(b.graph)
+    assert report.removed == [] and "scaled" in names(after)
+
+
+def test_a_loss_written_with_pow_gets_the_learning_rate_in_its_factor_too():
+    class Step(nn.Graph):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(flow.optim.SGD(model.parameters(), lr=1e-3))
+
+        def build(self, x, y):
+            loss = ((self.model(x) - y) ** 2).sum()   # pow's vjp: grad * (2 * diff), then times the seed
+            loss.backward()
+            return loss
+
+    model, x, y = _poly()
+    graph = Step(model)
+    graph(x, y)
+    report = next(r for r in graph.passes if r.name == "ReassociateScalars")
+    assert len(report.removed) == 2 and "scales by 2 * System-Train-LearningRate-0-0" in report.notes[0]

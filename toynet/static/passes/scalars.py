@@ -29,16 +29,17 @@ from ...ops import OPS
 from ..ir import OP, Graph, Node
 from .report import PassReport, timed
 
-#: Ops linear in some of their inputs (by position): scaling such an input by s scales the output by s.
+#: Ops linear in some of their inputs (by position): scaling such an input by s scales the output by s (a
+#: product is linear in each factor while the other stays: the path enters it once, see below).
 _LINEAR_IN = {"reshape": (0,), "permute": (0,), "broadcast_to": (0,), "sum_to": (0,), "sum": (0,), "mean": (0,),
-              "neg": (0,), "identity": (0,), "matmul": (0, 1), "linear_grad_weight": (0, 1)}
+              "neg": (0,), "identity": (0,), "matmul": (0, 1), "linear_grad_weight": (0, 1), "mul": (0, 1)}
 
 
 def _is_scalar(x: object) -> bool:
-    """A 0-d value: a float literal or a 0-d floating-point node."""
+    """A 0-d value: a number literal or a 0-d floating-point node."""
     if isinstance(x, Node):
         return x.shape == () and x.dtype.is_floating_point
-    return type(x) is float
+    return type(x) in (int, float)
 
 
 def _scalar_factor(node: Node) -> tuple[object, Node] | None:
@@ -59,28 +60,32 @@ def _path_to_one_factor(start: Node, users: dict, roots: set) -> tuple[list[Node
     ``([], None)`` if any reader does something else, or a value on the way is an output or state update."""
     terminals: list[Node] = []
     factor = None
+    carried = {id(start): start}   # the values scaled along with start
     stack = [start]
-    seen = set()
     while stack:
         value = stack.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
         if id(value) in roots or not users[id(value)]:
             return [], None
         for reader in users[id(value)]:
-            positions = [k for k, x in enumerate(reader.inputs) if x is value]
+            if id(reader) in carried or reader in terminals:
+                continue
             scaled = _scalar_factor(reader)
-            if scaled is not None and scaled[1] is value and isinstance(scaled[0], Node) and len(positions) == 1:
+            if scaled is not None and scaled[1] is value and isinstance(scaled[0], Node):
                 if factor is not None and scaled[0] is not factor:
                     return [], None
                 factor = scaled[0]
                 terminals.append(reader)
-            elif (reader.kind == OP and len(positions) == 1 and positions[0] in _LINEAR_IN.get(reader.op.name, ())
-                  and reader.dtype is value.dtype):
+            elif reader.kind == OP and reader.dtype is value.dtype and any(
+                    x is value for k, x in enumerate(reader.inputs) if k in _LINEAR_IN.get(reader.op.name, ())):
+                carried[id(reader)] = reader
                 stack.append(reader)
             else:
                 return [], None
+    # Linear in the scaled value means reading it once: a product of two carried values (x * reshape(x))
+    # would scale by the square.
+    for node in [*carried.values(), *terminals]:
+        if node is not start and sum(1 for x in node.inputs if isinstance(x, Node) and id(x) in carried) != 1:
+            return [], None
     return terminals, factor
 
 
