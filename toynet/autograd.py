@@ -95,6 +95,7 @@ class GradFn:
         self.attrs = attrs
         self.output_ref = output_ref
         self.epoch = _clock
+        self.retains = None
 
     @property
     def name(self) -> str:
@@ -208,14 +209,29 @@ def post_order(roots: Iterable[Any], inputs_of: Callable[[Any], Iterable[Any]]) 
     return order
 
 
-def _input_grad_fns(fn: GradFn) -> list[GradFn]:  # inputs may be Python numbers, hence getattr
-    return [child for x in fn.inputs or () if (child := getattr(x, "grad_fn", None)) is not None]
-
-
 def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
     """All grad_fns reachable from ``roots``, each before every grad_fn that makes one of its inputs:
-    consumers before producers, the order backward needs (post order, reversed)."""
-    return post_order(list(roots), _input_grad_fns)[::-1]
+    consumers before producers, the order backward needs.
+
+    It is ``post_order(roots, <the grad_fns of a record's inputs>)`` reversed, the same walk written out
+    for records: without a callback and a list per record, and with the records themselves (hashed by
+    identity) in the seen-set instead of their ids, which saves a few microseconds on every backward."""
+    order: list[GradFn] = []
+    seen: set[GradFn] = set()
+    stack: list[tuple[GradFn, bool]] = [(fn, False) for fn in roots]
+    while stack:
+        fn, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(fn)
+        elif fn not in seen:
+            seen.add(fn)
+            stack.append((fn, True))
+            for x in fn.inputs or ():
+                child = getattr(x, "grad_fn", None)  # inputs may be Python numbers, hence getattr
+                if child is not None and child not in seen:
+                    stack.append((child, False))
+    order.reverse()
+    return order
 
 
 def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool,
@@ -228,59 +244,62 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     gradient reaching each captured tensor is returned instead (``toynet.autograd.grad``).
     ``on_vjp(fn)`` is told which record's vjp runs next (Graph mode names backward nodes after it).
     """
-    grads: dict[int, Any] = {}           # id(grad_fn) -> gradient of that grad_fn's output
+    # The dicts are keyed by the GradFn records themselves (hashed by identity), tensors by id (== on
+    # tensors compares values).
+    grads: dict[GradFn, Any] = {}        # grad_fn -> gradient of that grad_fn's output
     leaf_grads: dict[int, Any] = {}      # id(leaf tensor) -> gradient, when capturing
-    # id(grad_fn) -> its output tensor, for ops whose vjp reads the output (exp, softmax...). GradFn holds
+    # grad_fn -> its output tensor, for ops whose vjp reads the output (exp, softmax...). GradFn holds
     # the output only weakly, and the consumer that kept it alive may already have been freed below, so
     # hold it strongly here from the moment a gradient for it is known until its vjp has run.
-    outputs: dict[int, Any] = {}
+    outputs: dict[GradFn, Any] = {}
     for root, g in zip(roots, root_grads):
-        if root.grad_fn is None:
+        fn = root.grad_fn
+        if fn is None:
             if capture is not None:
                 leaf_grads[id(root)] = _add(leaf_grads.get(id(root)), g)
             elif root.requires_grad:
                 _accumulate_leaf(root, g, create_graph, adopted=None)  # the caller's tensor: always copied
             continue
-        key = id(root.grad_fn)
-        grads[key] = _add(grads.get(key), g)
-        if root.grad_fn.output_ref is not None:
-            outputs[key] = root
+        grads[fn] = _add(grads.get(fn), g)
+        if fn.output_ref is not None:
+            outputs[fn] = root
 
     adopted: set[int] = set()   # arrays handed to a leaf as its .grad in this pass
-    captured_fns = {id(t.grad_fn): i for i, t in enumerate(capture or ()) if t.grad_fn is not None}
+    captured_fns = {t.grad_fn: i for i, t in enumerate(capture) if t.grad_fn is not None} if capture else {}
     results: list[Any] = [None] * len(capture or ())
 
     previous_mode, mode.grad_enabled = mode.grad_enabled, create_graph
     try:
-        for fn in reverse_topological_order(root.grad_fn for root in roots if root.grad_fn is not None):
-            grad = grads.pop(id(fn), None)
+        for fn in reverse_topological_order([root.grad_fn for root in roots if root.grad_fn is not None]):
+            grad = grads.pop(fn, None)
             if grad is None:
                 continue  # no path from the roots carries a gradient here
-            if id(fn) in captured_fns:
-                results[captured_fns[id(fn)]] = grad
-            if getattr(fn, "retains", None) is not None:  # its output called retain_grad(): hand it the gradient
+            if captured_fns and fn in captured_fns:
+                results[captured_fns[fn]] = grad
+            if fn.retains is not None:  # its output called retain_grad(): hand it the gradient
                 fn.retains(grad)
-            if fn.inputs is None:
+            inputs = fn.inputs
+            if inputs is None:
                 raise RuntimeError(
                     "backward through a graph a second time: its saved tensors were freed after the "
                     "first backward. Pass retain_graph=True to the first backward() to keep them.")
-            output = outputs.pop(id(fn), None) if fn.output_ref is not None else None
+            output = outputs.pop(fn, None) if fn.output_ref is not None else None
             if fn.epoch != _clock:  # something was written in place since this op ran: was it saved here?
                 check_saved(fn, output)
             if on_vjp is not None:
                 on_vjp(fn)
-            input_grads = fn.op.vjp(grad, fn.inputs, output, **fn.attrs)
-            for x, g in zip(fn.inputs, input_grads):
+            input_grads = fn.op.vjp(grad, inputs, output, **fn.attrs)
+            for x, g in zip(inputs, input_grads):
                 if g is None or not getattr(x, "requires_grad", False):
                     continue
                 if (g.array.shape != x.array.shape if g.node is None and x.node is None else g.shape != x.shape):
                     raise RuntimeError(f"internal error: the vjp of {fn.op.name} returned a gradient of "
                                        f"shape {tuple(g.shape)} for an input of shape {tuple(x.shape)}")
-                if x.grad_fn is not None:
-                    key = id(x.grad_fn)
-                    grads[key] = _add(grads.get(key), g)
-                    if x.grad_fn.output_ref is not None:
-                        outputs[key] = x
+                producer = x.grad_fn
+                if producer is not None:
+                    grads[producer] = _add(grads.get(producer), g)
+                    if producer.output_ref is not None:
+                        outputs[producer] = x
                 elif capture is not None:
                     leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
                 else:
@@ -329,7 +348,7 @@ def _is_tensor(x: Any) -> bool:
 
 def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what: str) -> list[Any]:
     # This module sits below Tensor, so it never names the class: seeds are made by the tensors themselves
-    # (t.new_ones / t.new_tensor: same dtype and device, and a lazy tensor's seed is a node in its graph).
+    # (t.new_full / t.new_tensor: same dtype and device, and a lazy tensor's seed is a node in its graph).
     grads = []
     for i, t in enumerate(tensors):
         g = None if grad_tensors is None else grad_tensors[i]
@@ -347,7 +366,7 @@ def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what
                     f"{what}: the tensor has shape {tuple(shape)}; without a gradient argument "
                     "backward() needs a one-element tensor such as a loss. Reduce it first "
                     "(t.sum() or t.mean()) or pass gradient=toynet.ones_like(t).")
-            grads.append(t.new_ones(shape))  # a seed of the root's own shape: nothing to check
+            grads.append(t.new_full(shape, 1))  # a seed of the root's own shape: nothing to check
             continue
         g = g if _is_tensor(g) else t.new_tensor(g)
         if tuple(g.shape) != tuple(shape):
