@@ -44,7 +44,7 @@ class TensorShapeMethods:
             return self
         if -1 in shape:
             shape = resolve_reshape(tuple(own), tuple(shape))
-        return apply(_RESHAPE, self, shape=tuple(int(d) for d in shape))
+        return apply(_RESHAPE, self, shape=tuple(map(int, shape)))  # (map: a third of a generator's cost)
 
     view = reshape
 
