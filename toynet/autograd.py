@@ -117,13 +117,17 @@ def post_order(roots: Iterable[Any], inputs_of: Callable[[Any], Iterable[Any]]) 
     return order
 
 
-def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
+def reverse_topological_order(roots: Sequence[GradFn]) -> list[GradFn]:
     """All grad_fns reachable from ``roots``, each before every grad_fn that makes one of its inputs:
-    consumers before producers, the order backward needs.
-
-    It is ``post_order(roots, <the grad_fns of a record's inputs>)`` reversed, the same walk written out
-    for records: without a callback and a list per record, and with the records themselves (hashed by
-    identity) in the seen-set instead of their ids, which saves a few microseconds on every backward."""
+    consumers before producers, the order backward needs: ``post_order(roots, <the grad_fns of a record's
+    inputs>)`` reversed. Backward asks on every call, so it is found cheaply: a stack of layers is a chain,
+    ordered as it is found (:func:`_chain_below`); other graphs take post_order's walk written out for
+    records (no callback and no list per record; the records themselves, hashed by identity, in the
+    seen-set instead of their ids)."""
+    if len(roots) == 1:
+        chain = _chain_below(roots[0])
+        if chain is not None:
+            return chain
     order: list[GradFn] = []
     seen: set[GradFn] = set()
     stack: list[tuple[GradFn, bool]] = [(fn, False) for fn in roots]
@@ -140,6 +144,24 @@ def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
                     stack.append((child, False))
     order.reverse()
     return order
+
+
+def _chain_below(fn: GradFn) -> list[GradFn] | None:
+    """``fn`` and the records below it, if none has inputs made by two different records (a stack of layers,
+    the usual model): that chain is then the order, found without the walk's stack and seen-set. None if
+    the graph branches."""
+    chain = []
+    while fn is not None:
+        chain.append(fn)
+        below = None
+        for x in fn.inputs or ():
+            child = getattr(x, "grad_fn", None)
+            if child is not None and child is not below:
+                if below is not None:
+                    return None
+                below = child
+        fn = below
+    return chain
 
 
 def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool,
