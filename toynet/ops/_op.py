@@ -218,10 +218,11 @@ def result_dtype(*inputs: Any) -> backend.DType:
 
 def normalize_dim(op: str, dim: int, ndim: int) -> int:
     """Turn a possibly negative dimension into 0..ndim-1, with a clear error when out of range."""
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
+    n = ndim or 1  # a 0-d tensor takes dims 0 and -1, as in PyTorch
+    if not -n <= dim < n:
         raise ShapeError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s) "
-                         f"(valid: {-max(ndim, 1)}..{max(ndim, 1) - 1})")
-    return dim % max(ndim, 1)
+                         f"(valid: {-n}..{n - 1})")
+    return dim % n
 
 
 def normalize_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...]:
