@@ -28,7 +28,8 @@ class MseLoss(Op):
     name = "mse_loss"
 
     def forward(self, xp, a, b, reduction="mean"):
-        _check_mse(shape_of(a), shape_of(b), reduction)  # NumPy would broadcast (3, 1) against (3,) silently
+        if getattr(a, "shape", ()) != getattr(b, "shape", ()) or reduction not in _REDUCTIONS:
+            _check_mse(shape_of(a), shape_of(b), reduction)  # NumPy would broadcast (3, 1) against (3,) silently
         diff = xp.subtract(a, b)
         if reduction == "none":
             return xp.square(diff, out=diff)
