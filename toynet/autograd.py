@@ -195,7 +195,7 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
             outputs[fn] = root
 
     adopted: set[int] = set()   # arrays handed to a leaf as its .grad in this pass
-    captured_fns = {t.grad_fn: i for i, t in enumerate(capture) if t.grad_fn is not None} if capture else {}
+    captured_fns = {t.grad_fn: i for i, t in enumerate(capture) if t.grad_fn is not None} if capture else None
     results: list[Any] = [None] * len(capture or ())
 
     previous_mode, mode.grad_enabled = mode.grad_enabled, create_graph
@@ -204,7 +204,7 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
             grad = grads.pop(fn, None)
             if grad is None:
                 continue  # no path from the roots carries a gradient here
-            if captured_fns and fn in captured_fns:
+            if captured_fns is not None and fn in captured_fns:
                 results[captured_fns[fn]] = grad
             if fn.retains is not None:  # its output called retain_grad(): hand it the gradient
                 fn.retains(grad)
@@ -218,7 +218,8 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                 check_saved(fn, output)
             if on_vjp is not None:
                 on_vjp(fn)
-            input_grads = fn.op.vjp(grad, inputs, output, **fn.attrs)
+            attrs = fn.attrs  # (a call with **{} costs as much as the check)
+            input_grads = fn.op.vjp(grad, inputs, output, **attrs) if attrs else fn.op.vjp(grad, inputs, output)
             for x, g in zip(inputs, input_grads):
                 if g is None or not getattr(x, "requires_grad", False):
                     continue
@@ -227,11 +228,17 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                                        f"shape {tuple(g.shape)} for an input of shape {tuple(x.shape)}")
                 producer = x.grad_fn
                 if producer is not None:
-                    grads[producer] = _add(grads.get(producer), g)
+                    total = grads.get(producer)
+                    grads[producer] = g if total is None else total + g
                     if producer.output_ref is not None:
                         outputs[producer] = x
                 elif capture is not None:
                     leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
+                elif g.node is None and x.grad is None and g.grad_fn is None and g.array.dtype is x.array.dtype \
+                        and g.array.flags.owndata and id(g.array) not in adopted:
+                    # The usual first gradient of a leaf: a fresh array a vjp made (see _accumulate_leaf).
+                    adopted.add(id(g.array))
+                    x.grad = g
                 else:
                     if g.node is None and g.array.dtype is not x.array.dtype and g.array.dtype != x.array.dtype:
                         raise _mixed_float_error(fn, x, g, roots)

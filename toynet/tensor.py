@@ -350,7 +350,7 @@ class Tensor:
         xp = self.device.xp
         if not size and isinstance(fill_value, (int, float)):
             # A 0-d tensor (the seed of every loss.backward()): xp.array costs a quarter of xp.full's general path.
-            return Tensor.wrap(xp.array(fill_value, dtype=array_dtype), self.device)
+            return Tensor._make(xp.array(fill_value, dtype=array_dtype), None, self.device, False)
         return Tensor.wrap(xp.full(size, fill_value, dtype=array_dtype), self.device)
 
     def new_ones(self, *size: Any) -> "Tensor":
