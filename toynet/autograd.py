@@ -320,7 +320,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     if grad_tensors is not None and not isinstance(grad_tensors, (list, tuple)):
         grad_tensors = [grad_tensors]
     root_grads = _root_grads(tensors, grad_tensors, "backward")
-    if any(t.is_lazy for t in tensors):
+    if tensors[0].node is not None or any(t.node is not None for t in tensors[1:]):  # a lazy tensor
         # Inside nn.Graph.build: the tracer runs this same engine on lazy tensors (symbolic autodiff).
         mode.current_tracer().backward(tensors, root_grads, retain_graph, create_graph)
         return

@@ -61,14 +61,15 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
             args.append(backend.host_scalar(x))
     if device is None:
         device = attrs.get("device") or CPU
+    xp = device._xp or device.xp  # the array module once loaded (the property's call is a tenth of a small op)
     try:
-        out = op.forward(device.xp, *args, **attrs)
+        out = op.forward(xp, *args, **attrs)
     except Exception as error:
         raise op_base.explain_failure(op, inputs, attrs, error) from error
     if op.changes_device:
         device = attrs["device"]
     if out.ndim == 0:  # NumPy returns scalars, not 0-d arrays, for 0-d results: keep every tensor on an array
-        out = device.xp.asarray(out)
+        out = device.xp.asarray(out)  # (the output's device: to_device changes it)
     result = Tensor.__new__(Tensor)
     result.array = out
     result.node = None
