@@ -34,7 +34,8 @@ class MseLoss(Op):
         if reduction == "none":
             return xp.square(diff, out=diff)
         flat = diff.reshape(-1)
-        total = xp.dot(flat, flat)  # the sum of squares in one pass, without a squared temporary
+        total = flat.dot(flat)  # the sum of squares in one pass, without a squared temporary (the method: xp.dot
+        # runs a Python dispatcher first, 0.2 us)
         return full_reduction(xp, total / diff.size if reduction == "mean" else total)
 
     def infer(self, a, b, reduction="mean"):
