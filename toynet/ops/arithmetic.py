@@ -118,7 +118,6 @@ class Pow(Elementwise):
         return grad_a, grad_b
 
 
-
 @register
 class SubScaled(Elementwise):
     """``a - scale * b`` as one op: the step of gradient descent, ``param - lr * grad`` (PyTorch's SGD runs
