@@ -30,7 +30,7 @@ FLOORS: list[tuple[str, tuple[str, ...], str]] = [
     ("mode", ("toynet.mode",), "grad mode, the active tracer, observers"),
     ("backend", ("toynet.backend",), "NumPy / CuPy: devices, dtypes, transfers, random numbers"),
     ("ops", ("toynet.ops", "toynet.printing"), "every op once: forward, vjp, shape rule; printing arrays"),
-    ("autograd", ("toynet.autograd",), "reverse-mode differentiation of recorded ops"),
+    ("autograd", ("toynet.autograd", "toynet.versions"), "reverse-mode differentiation of recorded ops"),
     ("tensor", ("toynet.tensor", "toynet.tensor_methods", "toynet.tensor_maths", "toynet.tensor_shapes",
                 "toynet.size", "toynet.creation", "toynet.functional", "toynet.serialization"),
      "Tensor and apply(): Eager mode"),

@@ -200,6 +200,9 @@ CALLS: dict[str, Call] = {
     "mse_loss": Call(lambda d: (lambda a, b: ([F.mse_loss(a, b), F.mse_loss(a, b, reduction="sum")], [a, b]))(
         f32(2, 3, device=d), f32(2, 3, device=d))),
     "mse_loss_grad": Call(_mse_grad),
+    "sub_scaled": Call(lambda d: (lambda a, b, lr: ([apply(OPS["sub_scaled"], a, b, 0.1),
+                                                     apply(OPS["sub_scaled"], a, b, lr)], [a, b, lr]))(
+        f32(2, 3, device=d), f32(2, 3, device=d), f32(device=d))),
     "cross_entropy": Call(_cross_entropy),
     "conv2d": Call(_conv), "conv2d_grad_input": _conv_helper("conv2d_grad_input"),
     "conv2d_grad_weight": _conv_helper("conv2d_grad_weight"),

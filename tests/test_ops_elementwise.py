@@ -19,6 +19,7 @@ from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 import toynet as flow
 from gradcheck import check_grad
 from toynet.ops import OPS
+from toynet.tensor import apply
 
 GRADCHECK = settings(max_examples=5, deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -146,6 +147,29 @@ def test_binary_vjp_matches_finite_differences(case, device, shapes, seed):
     gradcheck_case(case, shapes, seed, device)
 
 
+@GRADCHECK
+@given(shapes=mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, max_side=3),
+       seed=st.integers(0, 2**16))
+@example(shapes=((2, 3), (2, 3), ()), seed=1)   # an SGD step with a 0-d learning rate
+def test_sub_scaled_vjp_matches_finite_differences(device, shapes, seed):
+    """SGD's step ``a - scale * b`` as one op (Eager mode's optimizers call it); every input may need a
+    gradient (an optimizer step differentiated, as in meta-learning)."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(shape) for shape in getattr(shapes, "input_shapes", shapes)]
+    check_grad(lambda a, b, s: apply(OPS["sub_scaled"], a, b, s), *arrays, device=device)
+
+
+def test_sub_scaled_computes_what_it_stands_for(device):
+    """The same NumPy calls as the two ops it fuses (Graph mode traces those): equal to the last bit."""
+    rng = np.random.default_rng(0)
+    a, b = (flow.tensor(rng.standard_normal((4, 3)).astype(np.float32), device=device) for _ in range(2))
+    lr = flow.tensor(np.float32(0.1), device=device)
+    for scale in (1e-3, lr):
+        fused = apply(OPS["sub_scaled"], a, b, scale)
+        assert fused.dtype is flow.float32
+        np.testing.assert_array_equal(fused.numpy(), (a - scale * b).numpy())
+
+
 def test_gradient_flows_only_to_inputs_that_require_it(device):
     a = flow.tensor([1.0, 2.0], device=device, requires_grad=True)
     b = flow.tensor([3.0, 4.0], device=device)
@@ -229,6 +253,7 @@ OUT_CASES = [  # op name, input drawers, attributes
     ("tanh", (normal,), {}), ("sigmoid", (normal,), {}), ("relu", (normal,), {}), ("relu6", (normal,), {}),
     ("clamp", (normal,), {"min": -0.5, "max": 0.5}), ("abs", (normal,), {}), ("sign", (normal,), {}),
     ("maximum", (normal, normal), {}), ("minimum", (normal, normal), {}), ("identity", (normal,), {}),
+    ("sub_scaled", (normal, normal, normal), {}),
 ]
 
 

@@ -22,60 +22,19 @@ tensors.
 **In-place writes** (``x.mul_(2)``, ``x[0] = 1``) would silently change what a vjp reads. As in PyTorch,
 each write is counted on the :class:`Version` of the tensor's memory, and backward refuses a vjp whose
 saved tensors were written after its op ran. To keep the forward pass cheap, a record notes only one
-global clock of writes (``GradFn.epoch``); each write stamps the clock on its Version.
+global clock of writes (``GradFn.epoch``); each write stamps the clock on its Version. That counting
+lives in :mod:`toynet.versions`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
-from . import backend, mode
+from . import backend, mode, versions
 # Grad mode lives in toynet.mode (every layer reads it); toynet.autograd.no_grad is kept as in PyTorch.
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
-
-
-class Version:
-    """How often a tensor's memory has been written in place: PyTorch's version counter.
-
-    One Version counts the writes into one memory, whichever tensor they go through. ``Tensor._version``
-    is ``None`` until the first write or check (an op result costs nothing), or, for a view (reshape,
-    slicing, ``detach()``...), the tensor it views. The class attributes are the defaults (cheap to make).
-    """
-
-    n = 0            # writes so far: the tensor "is at version n"
-    stamps = ()      # the write clock at the last few writes, oldest first (for backward's check)
-    writer = ""      # the in-place method that wrote last, for error messages
-    rebased = 0      # the stamp of the last write that gave the tensor a new history (``a.mul_(w)``)
-
-
-_KEPT_STAMPS = 16
-_clock = 0           # in-place writes so far, counted over all tensors
-
-
-def version_of(tensor: Any) -> Version:
-    """The Version of ``tensor``'s memory, made on first use (following a view to the tensor it views)."""
-    base = tensor
-    version = getattr(base, "_version", None)   # nn.Parameter leaves the slot unset: hence getattr
-    while version is not None and type(version) is not Version:
-        base, version = version, getattr(version, "_version", None)
-    if version is None:
-        version = base._version = Version()
-    if base is not tensor:
-        tensor._version = base   # one step next time, however long the chain of views was
-    return version
-
-
-def note_write(tensor: Any, writer: str, rebased: bool = False) -> None:
-    """Count one in-place write into ``tensor``'s memory, made by ``writer``. ``rebased``: it gave the tensor
-    a new ``grad_fn``; the ops that used the tensor before would follow it, so they are differentiated no more."""
-    global _clock
-    _clock += 1
-    version = version_of(tensor)
-    version.n += 1
-    version.stamps = version.stamps[1 - _KEPT_STAMPS:] + (_clock,)
-    version.writer = writer
-    if rebased:
-        version.rebased = _clock
+# The counting of in-place writes lives in toynet.versions; the names are kept here, where ops and tests use them.
+from .versions import Version, check_saved, note_write, version_of  # noqa: F401
 
 
 class GradFn:
@@ -94,7 +53,8 @@ class GradFn:
         self.inputs = inputs
         self.attrs = attrs
         self.output_ref = output_ref
-        self.epoch = _clock
+        self.epoch = versions.clock
+        self.retains = None
 
     @property
     def name(self) -> str:
@@ -109,57 +69,6 @@ class GradFn:
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
-
-
-# Ops whose vjp reads only the shapes and dtypes of its inputs before position N (N here): a write into
-# them changes nothing backward computes (PyTorch does not save them). Other ops read all their inputs.
-_UNREAD_INPUTS = {**dict.fromkeys(("add", "sub", "neg", "identity", "cast", "to_device", "reshape", "permute",
-                                   "broadcast_to", "sum", "sum_to", "mean", "cat"), 1 << 30),
-                  "getitem": 1}   # getitem reads only its index tensors
-
-
-def check_saved(fn: GradFn, output: Any) -> None:
-    """Refuse to run ``fn``'s vjp if a tensor it uses was written in place after the op ran (backward calls
-    it only if the write clock moved since then); ``output``: the op's output, if its vjp reads it."""
-    unread = _UNREAD_INPUTS.get(fn.op.name, 0)
-    for i, x in enumerate(fn.inputs):
-        if _written_since(x, fn.epoch) and (version_of(x).rebased > fn.epoch or i >= unread and _read_by_vjp(fn, i)):
-            raise _modified_error(fn, x, f"input {i}")
-    if output is not None and _written_since(output, fn.epoch):
-        raise _modified_error(fn, output, "output")
-
-
-def _read_by_vjp(fn: GradFn, i: int) -> bool:
-    """mul's vjp reads one factor only for the other's gradient (so does div its numerator): ``y * 2``
-    needs no value of ``y``. Every other op (past _UNREAD_INPUTS) is taken to read all its inputs."""
-    name = fn.op.name
-    if name == "mul" or (name == "div" and i == 0):
-        return getattr(fn.inputs[1 - i], "requires_grad", False)
-    return True
-
-
-def _written_since(x: Any, epoch: int) -> bool:
-    if getattr(x, "_version", None) is None:   # a number, or a tensor never written nor viewing another
-        return False
-    version = version_of(x)
-    return version.n > 0 and version.stamps[-1] > epoch
-
-
-def _modified_error(fn: GradFn, x: Any, role: str) -> RuntimeError:
-    version = version_of(x)
-    later = sum(1 for s in version.stamps if s > fn.epoch)
-    exact = later < len(version.stamps) or len(version.stamps) == version.n
-    made = f", which is the output of {x.grad_fn.name}," if x.grad_fn is not None else ""
-    rebased = version.rebased > fn.epoch
-    used, why = ("used", "then gave it a new history (gradients flow through that write), so its gradient would "
-                 "take that history instead of the one the op used") if rebased else \
-        ("saved", "changed it after that op ran, so the gradient would be computed from the new values")
-    return RuntimeError(
-        "one of the variables needed for gradient computation has been modified by an inplace operation: "
-        f"[tensor of shape {tuple(x.shape)}, dtype {x.dtype.name}]{made} is at version {version.n}; expected "
-        f"version {version.n - later}{'' if exact else ' or earlier'} instead. It was {used} by {fn.op.name} "
-        f"({fn.name}) as its {role}, and {version.writer} {why}. Fix: write into a copy (y = x.clone(); "
-        "y.mul_(2)), use the out-of-place form (x = x * 2), or call backward() before the in-place write.")
 
 
 def _mixed_float_error(fn: GradFn, leaf: Any, grad: Any, roots: Sequence[Any]) -> TypeError:
@@ -208,14 +117,51 @@ def post_order(roots: Iterable[Any], inputs_of: Callable[[Any], Iterable[Any]]) 
     return order
 
 
-def _input_grad_fns(fn: GradFn) -> list[GradFn]:  # inputs may be Python numbers, hence getattr
-    return [child for x in fn.inputs or () if (child := getattr(x, "grad_fn", None)) is not None]
-
-
-def reverse_topological_order(roots: Iterable[GradFn]) -> list[GradFn]:
+def reverse_topological_order(roots: Sequence[GradFn]) -> list[GradFn]:
     """All grad_fns reachable from ``roots``, each before every grad_fn that makes one of its inputs:
-    consumers before producers, the order backward needs (post order, reversed)."""
-    return post_order(list(roots), _input_grad_fns)[::-1]
+    consumers before producers, the order backward needs: ``post_order(roots, <the grad_fns of a record's
+    inputs>)`` reversed. Backward asks on every call, so it is found cheaply: a stack of layers is a chain,
+    ordered as it is found (:func:`_chain_below`); other graphs take post_order's walk written out for
+    records (no callback and no list per record; the records themselves, hashed by identity, in the
+    seen-set instead of their ids)."""
+    if len(roots) == 1:
+        chain = _chain_below(roots[0])
+        if chain is not None:
+            return chain
+    order: list[GradFn] = []
+    seen: set[GradFn] = set()
+    stack: list[tuple[GradFn, bool]] = [(fn, False) for fn in roots]
+    while stack:
+        fn, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(fn)
+        elif fn not in seen:
+            seen.add(fn)
+            stack.append((fn, True))
+            for x in fn.inputs or ():
+                child = getattr(x, "grad_fn", None)  # inputs may be Python numbers, hence getattr
+                if child is not None and child not in seen:
+                    stack.append((child, False))
+    order.reverse()
+    return order
+
+
+def _chain_below(fn: GradFn) -> list[GradFn] | None:
+    """``fn`` and the records below it, if none has inputs made by two different records (a stack of layers,
+    the usual model): that chain is then the order, found without the walk's stack and seen-set. None if
+    the graph branches."""
+    chain = []
+    while fn is not None:
+        chain.append(fn)
+        below = None
+        for x in fn.inputs or ():
+            child = getattr(x, "grad_fn", None)
+            if child is not None and child is not below:
+                if below is not None:
+                    return None
+                below = child
+        fn = below
+    return chain
 
 
 def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool,
@@ -228,61 +174,71 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     gradient reaching each captured tensor is returned instead (``toynet.autograd.grad``).
     ``on_vjp(fn)`` is told which record's vjp runs next (Graph mode names backward nodes after it).
     """
-    grads: dict[int, Any] = {}           # id(grad_fn) -> gradient of that grad_fn's output
+    # The dicts are keyed by the GradFn records themselves (hashed by identity), tensors by id (== on
+    # tensors compares values).
+    grads: dict[GradFn, Any] = {}        # grad_fn -> gradient of that grad_fn's output
     leaf_grads: dict[int, Any] = {}      # id(leaf tensor) -> gradient, when capturing
-    # id(grad_fn) -> its output tensor, for ops whose vjp reads the output (exp, softmax...). GradFn holds
+    # grad_fn -> its output tensor, for ops whose vjp reads the output (exp, softmax...). GradFn holds
     # the output only weakly, and the consumer that kept it alive may already have been freed below, so
     # hold it strongly here from the moment a gradient for it is known until its vjp has run.
-    outputs: dict[int, Any] = {}
+    outputs: dict[GradFn, Any] = {}
     for root, g in zip(roots, root_grads):
-        if root.grad_fn is None:
+        fn = root.grad_fn
+        if fn is None:
             if capture is not None:
                 leaf_grads[id(root)] = _add(leaf_grads.get(id(root)), g)
             elif root.requires_grad:
                 _accumulate_leaf(root, g, create_graph, adopted=None)  # the caller's tensor: always copied
             continue
-        key = id(root.grad_fn)
-        grads[key] = _add(grads.get(key), g)
-        if root.grad_fn.output_ref is not None:
-            outputs[key] = root
+        grads[fn] = _add(grads.get(fn), g)
+        if fn.output_ref is not None:
+            outputs[fn] = root
 
     adopted: set[int] = set()   # arrays handed to a leaf as its .grad in this pass
-    captured_fns = {id(t.grad_fn): i for i, t in enumerate(capture or ()) if t.grad_fn is not None}
+    captured_fns = {t.grad_fn: i for i, t in enumerate(capture) if t.grad_fn is not None} if capture else None
     results: list[Any] = [None] * len(capture or ())
 
     previous_mode, mode.grad_enabled = mode.grad_enabled, create_graph
     try:
-        for fn in reverse_topological_order(root.grad_fn for root in roots if root.grad_fn is not None):
-            grad = grads.pop(id(fn), None)
+        for fn in reverse_topological_order([root.grad_fn for root in roots if root.grad_fn is not None]):
+            grad = grads.pop(fn, None)
             if grad is None:
                 continue  # no path from the roots carries a gradient here
-            if id(fn) in captured_fns:
-                results[captured_fns[id(fn)]] = grad
-            if getattr(fn, "retains", None) is not None:  # its output called retain_grad(): hand it the gradient
+            if captured_fns is not None and fn in captured_fns:
+                results[captured_fns[fn]] = grad
+            if fn.retains is not None:  # its output called retain_grad(): hand it the gradient
                 fn.retains(grad)
-            if fn.inputs is None:
+            inputs = fn.inputs
+            if inputs is None:
                 raise RuntimeError(
                     "backward through a graph a second time: its saved tensors were freed after the "
                     "first backward. Pass retain_graph=True to the first backward() to keep them.")
-            output = outputs.pop(id(fn), None) if fn.output_ref is not None else None
-            if fn.epoch != _clock:  # something was written in place since this op ran: was it saved here?
+            output = outputs.pop(fn, None) if fn.output_ref is not None else None
+            if fn.epoch != versions.clock:  # something was written in place since this op ran: was it saved here?
                 check_saved(fn, output)
             if on_vjp is not None:
                 on_vjp(fn)
-            input_grads = fn.op.vjp(grad, fn.inputs, output, **fn.attrs)
-            for x, g in zip(fn.inputs, input_grads):
+            attrs = fn.attrs  # (a call with **{} costs as much as the check)
+            input_grads = fn.op.vjp(grad, inputs, output, **attrs) if attrs else fn.op.vjp(grad, inputs, output)
+            for x, g in zip(inputs, input_grads):
                 if g is None or not getattr(x, "requires_grad", False):
                     continue
                 if (g.array.shape != x.array.shape if g.node is None and x.node is None else g.shape != x.shape):
                     raise RuntimeError(f"internal error: the vjp of {fn.op.name} returned a gradient of "
                                        f"shape {tuple(g.shape)} for an input of shape {tuple(x.shape)}")
-                if x.grad_fn is not None:
-                    key = id(x.grad_fn)
-                    grads[key] = _add(grads.get(key), g)
-                    if x.grad_fn.output_ref is not None:
-                        outputs[key] = x
+                producer = x.grad_fn
+                if producer is not None:
+                    total = grads.get(producer)
+                    grads[producer] = g if total is None else total + g
+                    if producer.output_ref is not None:
+                        outputs[producer] = x
                 elif capture is not None:
                     leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
+                elif g.node is None and x.grad is None and g.grad_fn is None and g.array.dtype is x.array.dtype \
+                        and g.array.flags.owndata and id(g.array) not in adopted:
+                    # The usual first gradient of a leaf: a fresh array a vjp made (see _accumulate_leaf).
+                    adopted.add(id(g.array))
+                    x.grad = g
                 else:
                     if g.node is None and g.array.dtype is not x.array.dtype and g.array.dtype != x.array.dtype:
                         raise _mixed_float_error(fn, x, g, roots)
@@ -329,7 +285,7 @@ def _is_tensor(x: Any) -> bool:
 
 def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what: str) -> list[Any]:
     # This module sits below Tensor, so it never names the class: seeds are made by the tensors themselves
-    # (t.new_ones / t.new_tensor: same dtype and device, and a lazy tensor's seed is a node in its graph).
+    # (t.new_full / t.new_tensor: same dtype and device, and a lazy tensor's seed is a node in its graph).
     grads = []
     for i, t in enumerate(tensors):
         g = None if grad_tensors is None else grad_tensors[i]
@@ -347,7 +303,7 @@ def _root_grads(tensors: Sequence[Any], grad_tensors: Sequence[Any] | None, what
                     f"{what}: the tensor has shape {tuple(shape)}; without a gradient argument "
                     "backward() needs a one-element tensor such as a loss. Reduce it first "
                     "(t.sum() or t.mean()) or pass gradient=toynet.ones_like(t).")
-            grads.append(t.new_ones(shape))  # a seed of the root's own shape: nothing to check
+            grads.append(t.new_full(shape, 1))  # a seed of the root's own shape: nothing to check
             continue
         g = g if _is_tensor(g) else t.new_tensor(g)
         if tuple(g.shape) != tuple(shape):
@@ -364,7 +320,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     if grad_tensors is not None and not isinstance(grad_tensors, (list, tuple)):
         grad_tensors = [grad_tensors]
     root_grads = _root_grads(tensors, grad_tensors, "backward")
-    if any(t.is_lazy for t in tensors):
+    if tensors[0].node is not None or any(t.node is not None for t in tensors[1:]):  # a lazy tensor
         # Inside nn.Graph.build: the tracer runs this same engine on lazy tensors (symbolic autodiff).
         mode.current_tracer().backward(tensors, root_grads, retain_graph, create_graph)
         return

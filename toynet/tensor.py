@@ -21,7 +21,6 @@ from typing import Any, Iterator, Sequence
 from . import autograd, backend, mode
 from .autograd import GradFn
 from .backend import CPU, Device, DType
-from .ops import ShapeError
 from .ops import _op as op_base
 from .ops.shape import shape_arg
 from .printing import tensor_repr
@@ -51,7 +50,7 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
             if device is None:
                 device = x.device
             elif x.device is not device and x.device != device:
-                raise RuntimeError(_device_mismatch(op, inputs))
+                raise RuntimeError(op_base.device_mismatch(op, inputs))
             requires_grad = requires_grad or x.requires_grad
             args.append(x.array)
         elif type(x) is float or type(x) is int:
@@ -62,14 +61,15 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
             args.append(backend.host_scalar(x))
     if device is None:
         device = attrs.get("device") or CPU
+    xp = device._xp or device.xp  # the array module once loaded (the property's call is a tenth of a small op)
     try:
-        out = op.forward(device.xp, *args, **attrs)
+        out = op.forward(xp, *args, **attrs)
     except Exception as error:
-        raise explain_failure(op, inputs, attrs, error) from error
+        raise op_base.explain_failure(op, inputs, attrs, error) from error
     if op.changes_device:
         device = attrs["device"]
     if out.ndim == 0:  # NumPy returns scalars, not 0-d arrays, for 0-d results: keep every tensor on an array
-        out = device.xp.asarray(out)
+        out = device.xp.asarray(out)  # (the output's device: to_device changes it)
     result = Tensor.__new__(Tensor)
     result.array = out
     result.node = None
@@ -93,31 +93,6 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
         for observer in mode.op_observers:
             observer(op, inputs, attrs, result)
     return result
-
-
-def explain_failure(op: Any, inputs: Sequence, attrs: dict, error: Exception) -> Exception:
-    """Turn an array-module error into one that names the op and the shapes.
-
-    Eager mode lets the array module find shape problems (running the shape rule on every op would
-    cost time on every call); when it fails, the op's shape rule runs to say what was wrong.
-    """
-    if isinstance(error, ShapeError):
-        return error
-    try:
-        op.infer(*inputs, **attrs)
-    except ShapeError as explained:
-        return explained
-    except Exception:
-        pass
-    shapes = ", ".join(str(tuple(x.shape)) if isinstance(x, Tensor) else repr(x) for x in inputs)
-    return type(error)(f"{op.name} failed on inputs {shapes}: {error}") if isinstance(
-        error, (ValueError, TypeError, IndexError)) else error
-
-
-def _device_mismatch(op: Any, inputs: Sequence) -> str:
-    devices = [str(x.device) for x in inputs if isinstance(x, Tensor)]
-    return (f"{op.name}: expected all tensors to be on the same device, but found {' and '.join(devices)}; "
-            f"move them with tensor.to(device) first")
 
 
 # ------------------------------------------------------------------------------------------ Tensor
@@ -373,7 +348,11 @@ class Tensor:
                                    f"one it is made from, {tuple(self.shape)}; got {size}")
             return mode.current_tracer().full_like(self, fill_value, dtype)
         array_dtype = self.array.dtype if dtype is None else backend.to_dtype(dtype).array_dtype
-        return Tensor.wrap(self.device.xp.full(size, fill_value, dtype=array_dtype), self.device)
+        xp = self.device.xp
+        if not size and isinstance(fill_value, (int, float)):
+            # A 0-d tensor (the seed of every loss.backward()): xp.array costs a quarter of xp.full's general path.
+            return Tensor._make(xp.array(fill_value, dtype=array_dtype), None, self.device, False)
+        return Tensor.wrap(xp.full(size, fill_value, dtype=array_dtype), self.device)
 
     def new_ones(self, *size: Any) -> "Tensor":
         return self.new_full(shape_arg(size), 1)

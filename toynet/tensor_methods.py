@@ -284,7 +284,7 @@ class TensorMethods:
     def sum_to(self, shape: Sequence[int]) -> "Tensor":
         """Sum over the dimensions that broadcasting added: the vjp of broadcasting to ``self.shape``."""
         shape = tuple(shape)
-        if tuple(self.shape) == shape:
+        if self.shape == shape:  # (a Size is a tuple)
             return self
         return apply(OPS["sum_to"], self, shape=shape)
 

@@ -18,6 +18,7 @@ gradients), and backward refuses to differentiate the ops that used the tensor b
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from . import autograd, backend, mode
@@ -44,7 +45,7 @@ class TensorShapeMethods:
             return self
         if -1 in shape:
             shape = resolve_reshape(tuple(own), tuple(shape))
-        return apply(_RESHAPE, self, shape=tuple(int(d) for d in shape))
+        return apply(_RESHAPE, self, shape=tuple(map(int, shape)))  # (map: a third of a generator's cost)
 
     view = reshape
 
@@ -59,10 +60,10 @@ class TensorShapeMethods:
         end = op_base.normalize_dim("flatten", end_dim, len(shape))
         if start > end:
             raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-        merged = 1
-        for d in shape[start:end + 1]:
-            merged *= d
-        return self.reshape(shape[:start] + (merged,) + shape[end + 1:])
+        if start == end:
+            return self
+        # Sizes made from the tensor's own are ints that fit it: the reshape op without reshape()'s checks.
+        return apply(_RESHAPE, self, shape=shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
 
     def unsqueeze(self, dim: int) -> "Tensor":
         shape = tuple(self.shape)

@@ -25,7 +25,7 @@ Every op is registered by name in :data:`OPS`, which is how a saved graph finds 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from .. import backend
 
@@ -119,6 +119,39 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
+# ------------------------------------------------------------------------------ when Eager mode fails
+
+
+def explain_failure(op: Op, inputs: Sequence, attrs: dict, error: Exception) -> Exception:
+    """Turn an array-module error into one that names the op and the shapes.
+
+    Eager mode lets the array module find shape problems (running the shape rule on every op would
+    cost time on every call); when it fails, the op's shape rule runs to say what was wrong.
+    """
+    if isinstance(error, ShapeError):
+        return error
+    try:
+        op.infer(*inputs, **attrs)
+    except ShapeError as explained:
+        return explained
+    except Exception:
+        pass
+    shapes = ", ".join(str(tuple(x.shape)) if _is_tensor(x) else repr(x) for x in inputs)
+    return type(error)(f"{op.name} failed on inputs {shapes}: {error}") if isinstance(
+        error, (ValueError, TypeError, IndexError)) else error
+
+
+def device_mismatch(op: Op, inputs: Sequence) -> str:
+    """The message of an op given tensors on different devices."""
+    devices = [str(x.device) for x in inputs if _is_tensor(x)]
+    return (f"{op.name}: expected all tensors to be on the same device, but found {' and '.join(devices)}; "
+            f"move them with tensor.to(device) first")
+
+
+def _is_tensor(x: Any) -> bool:  # (this module sits below Tensor: it never names the class)
+    return hasattr(x, "grad_fn") and hasattr(x, "device")
+
+
 #: Every op, by name.
 OPS: dict[str, Op] = {}
 
@@ -185,10 +218,11 @@ def result_dtype(*inputs: Any) -> backend.DType:
 
 def normalize_dim(op: str, dim: int, ndim: int) -> int:
     """Turn a possibly negative dimension into 0..ndim-1, with a clear error when out of range."""
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
+    n = ndim or 1  # a 0-d tensor takes dims 0 and -1, as in PyTorch
+    if not -n <= dim < n:
         raise ShapeError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s) "
-                         f"(valid: {-max(ndim, 1)}..{max(ndim, 1) - 1})")
-    return dim % max(ndim, 1)
+                         f"(valid: {-n}..{n - 1})")
+    return dim % n
 
 
 def normalize_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...]:

@@ -28,12 +28,14 @@ class MseLoss(Op):
     name = "mse_loss"
 
     def forward(self, xp, a, b, reduction="mean"):
-        _check_mse(shape_of(a), shape_of(b), reduction)  # NumPy would broadcast (3, 1) against (3,) silently
+        if getattr(a, "shape", ()) != getattr(b, "shape", ()) or reduction not in _REDUCTIONS:
+            _check_mse(shape_of(a), shape_of(b), reduction)  # NumPy would broadcast (3, 1) against (3,) silently
         diff = xp.subtract(a, b)
         if reduction == "none":
             return xp.square(diff, out=diff)
         flat = diff.reshape(-1)
-        total = xp.dot(flat, flat)  # the sum of squares in one pass, without a squared temporary
+        total = flat.dot(flat)  # the sum of squares in one pass, without a squared temporary (the method: xp.dot
+        # runs a Python dispatcher first, 0.2 us)
         return full_reduction(xp, total / diff.size if reduction == "mean" else total)
 
     def infer(self, a, b, reduction="mean"):

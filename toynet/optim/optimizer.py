@@ -148,14 +148,16 @@ class Optimizer:
         updates = []
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
+                grad = p.grad
+                if grad is None:
                     continue
-                _check_grad(p, p.grad)
+                _check_grad(p, grad)
                 state = self.state.get(p)
                 if state is None:
                     state = self.init_state(p)
-                new_param, new_state = self.update(p, p.grad, state, group, group["lr"])
-                if new_param.shape != p.shape or new_param.dtype is not p.dtype:
+                new_param, new_state = self.update(p, grad, state, group, group["lr"])
+                # Compared on the arrays: the shape and dtype properties make objects (a microsecond a parameter).
+                if new_param.array.shape != p.array.shape or new_param.array.dtype != p.array.dtype:
                     raise RuntimeError(f"internal error: {type(self).__name__}.update returned "
                                        f"{tuple(new_param.shape)} {new_param.dtype} for a parameter of "
                                        f"{tuple(p.shape)} {p.dtype}")
@@ -169,12 +171,13 @@ class Optimizer:
         """
         loss = None if closure is None else mode.call_with_grad_mode(True, closure)
         updates = mode.call_with_grad_mode(False, self._compute_updates)
+        writer = f"{type(self).__name__}.step()"
         with defer_interrupts():  # commit: nothing below can fail, and a Ctrl-C waits for the end
             for p, new_param, new_state in updates:
                 p.array = new_param.array
                 # New values behind the same tensor: a graph kept with retain_graph=True that saved the
                 # old ones must not backward through them (PyTorch's in-place step bumps the version too).
-                autograd.note_write(p, f"{type(self).__name__}.step()")
+                autograd.note_write(p, writer)
                 state = self.state.get(p)
                 if state is None:
                     self.state[p] = new_state

@@ -6,9 +6,12 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from ..creation import zeros, zeros_like
-from ..tensor import Tensor
+from ..ops import OPS
+from ..tensor import Tensor, apply
 from . import hyper as checks
 from .optimizer import Optimizer
+
+_SUB_SCALED = OPS["sub_scaled"]  # param - lr * d as one op (Graph mode traces the two ops it stands for)
 
 
 class SGD(Optimizer):
@@ -67,7 +70,7 @@ class SGD(Optimizer):
         if group["weight_decay"] != 0:
             d = d + group["weight_decay"] * param
         if momentum == 0:
-            return param - lr * d, state
+            return apply(_SUB_SCALED, param, d, lr), state
         if "momentum_buffer" not in state:  # momentum was switched on after the first step
             state = self._fresh_state(param, group)
         new_state = dict(state)
@@ -82,4 +85,4 @@ class SGD(Optimizer):
             buf = momentum * state["momentum_buffer"] + (1 - dampening) * d
         new_state["momentum_buffer"] = buf
         d = d + momentum * buf if group["nesterov"] else buf
-        return param - lr * d, new_state
+        return apply(_SUB_SCALED, param, d, lr), new_state

@@ -20,6 +20,7 @@ is used directly, because ``signal.signal`` converts handlers to and from an enu
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from types import FrameType, TracebackType
@@ -32,7 +33,17 @@ except ImportError:  # pragma: no cover - other Pythons
 
 _SIGINT = signal.SIGINT
 _get_ident = threading.get_ident
-_main_thread = threading.main_thread
+_main_ident = threading.main_thread().ident  # read on every section: a Python call less than main_thread()
+
+
+def _forked() -> None:
+    """A child forked from another thread has that thread as its main thread (threading's own hook ran first)."""
+    global _main_ident
+    _main_ident = threading.main_thread().ident
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_forked)
 
 # State of the main thread's sections (other threads never touch it).
 _depth = 0                # sections open
@@ -57,7 +68,7 @@ class defer_interrupts:
 
     def __enter__(self) -> "defer_interrupts":
         global _depth, _previous, _pending
-        if _get_ident() != _main_thread().ident:
+        if _get_ident() != _main_ident:
             return self
         if _depth == 0:
             previous = _raw.getsignal(_SIGINT)
@@ -70,7 +81,7 @@ class defer_interrupts:
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         global _depth, _previous, _pending
-        if _get_ident() != _main_thread().ident:
+        if _get_ident() != _main_ident:
             return
         _depth -= 1
         if _depth or _previous is None:
@@ -84,4 +95,4 @@ class defer_interrupts:
 
 def interrupts_deferred() -> bool:
     """True inside a :class:`defer_interrupts` block of the main thread that holds SIGINTs back."""
-    return _previous is not None and _get_ident() == _main_thread().ident
+    return _previous is not None and _get_ident() == _main_ident
