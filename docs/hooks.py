@@ -54,6 +54,8 @@ CAPTIONS = {
     "01-wxb": "Eager mode after x, w and b exist: three leaves and no ops yet.",
     "02-z": "After z = matmul(x, w) + b: the first ops, recorded as they ran.",
     "poly_fit": "The polynomial fit: sin(x) and the cubic fitted by gradient descent.",
+    "passes_scalars": "A pass before and after: the learning rate meets the loss gradient's factor 2 across "
+                      "linear ops, and each update is one subtraction.",
     "passes_fusion": "A pass before and after: elementwise fusion merges chains into one kernel.",
     "layers": "toynet's own floors, read from its imports (scripts/layers.py): every import runs down.",
     "mobilenetv2_graph": "MobileNetV2 as an nn.Graph, modules folded to boxes so the picture stays readable.",

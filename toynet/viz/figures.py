@@ -11,7 +11,9 @@
 ``static_graph.png``        the poly-fit ``LinearTrainGraph`` by module: forward, backward, optimizer
 ``graph_build.gif``         that graph as its first call traces it, module by module, beside the lines
                             ``graph.debug(1)`` prints for each step
-``passes_fusion.png``       that graph before and after the fusion pass
+``passes_scalars.png``      that graph before and after scalar reassociation (the learning rate joins the
+                            loss gradient's factor 2)
+``passes_fusion.png``       that graph, compiled without scalar reassociation, before and after the fusion pass
 ``poly_fit.png``            sin(x) and the cubic the Eager poly fit finds (matplotlib)
 ``mobilenetv2_graph.svg``   the tutorial's MobileNetV2 training graph, folded by module (and ``.png``)
 ==========================  ===================================================================
@@ -53,7 +55,8 @@ flow = SimpleNamespace(ones=ones, randn=randn, zeros=zeros, matmul=functional.ma
 
 #: Every file :func:`make_all` writes.
 FILES = ("compute_graph.png", "01-wxb.png", "02-z.png", "dynamic_graph.gif", "static_graph.png",
-         "graph_build.gif", "passes_fusion.png", "poly_fit.png", "mobilenetv2_graph.svg", "mobilenetv2_graph.png")
+         "graph_build.gif", "passes_scalars.png", "passes_fusion.png", "poly_fit.png", "mobilenetv2_graph.svg",
+         "mobilenetv2_graph.png")
 
 
 def make_all(out_dir: str | Path) -> list[Path]:
@@ -177,21 +180,28 @@ class GraphMobileNetV2(TrainGraph):
     """The MobileNetV2 tutorial's name for :class:`TrainGraph`."""
 
 
-def linear_train_graph() -> nn.Graph:
+def linear_train_graph(*disabled_passes: str) -> nn.Graph:
     """The tutorial's ``LinearTrainGraph`` (poly fit in Graph mode), called once so that it is compiled."""
     _, y, xx = poly_fit_data()
     graph = LinearTrainGraph(*poly_fit_model())
+    for name in disabled_passes:
+        graph.config.enable_pass(name, False)
     graph(xx, y)
     return graph
 
 
 def static_graph_figures(out: Path) -> list[Path]:
-    """The poly-fit training graph by module, and what the fusion pass did to it."""
+    """The poly-fit training graph by module, and what two passes did to it: scalar reassociation, and fusion
+    (on the graph compiled without reassociation, which leaves the poly fit's updates nothing to fuse)."""
     graph = linear_train_graph()
     paths = [_write_png(out / "static_graph.png", to_png(draw(graph), MAX_PNG))]
-    fusion = next(r for r in graph.passes if r.name == "FuseElementwise")
+    scalars = next(r for r in graph.passes if r.name == "ReassociateScalars")
+    drawing = draw_pass(scalars, title=f"ReassociateScalars: {scalars.ops_before} -> {scalars.ops_after} ops "
+                                       "(2 * lr once; each update one subtraction)")
+    paths.append(_write_png(out / "passes_scalars.png", to_png(drawing, MAX_PNG)))
+    fusion = next(r for r in linear_train_graph("ReassociateScalars").passes if r.name == "FuseElementwise")
     drawing = draw_pass(fusion, title=f"FuseElementwise: {fusion.ops_before} -> {fusion.ops_after} ops "
-                                      "(each update's mul and sub become one kernel)")
+                                      "(each update's mul and sub become one kernel; ReassociateScalars off)")
     paths.append(_write_png(out / "passes_fusion.png", to_png(drawing, MAX_PNG)))
     return paths
 
