@@ -107,3 +107,33 @@ def test_an_error_on_the_repeat_path_is_reported_and_changes_nothing(capsys):
     assert "run got error" in capsys.readouterr().out
     for p, q in zip(model.parameters(), before):
         np.testing.assert_array_equal(p.numpy(), q)
+
+
+def test_builds_returning_nothing_or_a_nesting_repeat_too():
+    model, x, _ = _poly()
+
+    class NoResult(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.1))
+
+        def build(self, x):
+            self.model(x).sum().backward()
+
+    class Nested(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            y = self.model(x)
+            return {"y": y, "more": [y * 2, "text"]}
+
+    step = NoResult()
+    assert step(x) is None and step(x) is None and step._repeat is not None
+    nested = Nested()
+    first, again = nested(x), nested(x)
+    assert again["more"][1] == "text" and nested._repeat is not None
+    np.testing.assert_allclose(again["more"][0].numpy(), 2 * again["y"].numpy())
+    np.testing.assert_allclose(again["y"].numpy(), model(x).numpy(), rtol=1e-6)

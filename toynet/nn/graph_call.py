@@ -52,7 +52,8 @@ def repeat_call(compiled: Any, args: tuple, inputs: list, bindings: list) -> Cal
         result = f"_make({plan.output_sources[0]}, None, _device, False)"
     else:
         names["_rebuild"] = lambda arrays: unflatten(spec, iter([Tensor.wrap(a, plan.device) for a in arrays]))
-        result = f"_rebuild(({', '.join(plan.output_sources)},))"
+        sources = plan.output_sources   # (none when build() returns nothing)
+        result = f"_rebuild(({', '.join(sources)}{',' if len(sources) == 1 else ''}))"
     lines = ["def repeat(args):", "    try:",
              "        if not (" + "\n                and ".join(tests + compiled.guard.hot_terms()) + "):",
              "            return _MISS",
