@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import backend
 from .conv_kernels import geometry
+from .conv_nhwc import finish_into
 
 #: The matrix kernel is offered only where a channel's matrix has at most this many entries (Q * P).
 MAX_ENTRIES = 1024
@@ -69,14 +70,8 @@ def depthwise_matrix(xp: Any, x: Any, w: Any, b: Any, activation: str | None, st
     """Depthwise convolution of NHWC ``x`` into NHWC ``out`` as ``y = M x`` per channel (bias, activation)."""
     n, h, wd, c = x.shape
     m = _matrix(xp, w, h, wd, stride, padding, dilation)
-    flat = out.reshape(n, -1, c)
     product = xp.einsum("npc,qpc->nqc", x.reshape(n, h * wd, c), m)
-    if b is not None:
-        xp.add(product, b, out=flat)
-    else:
-        flat[...] = product
-    if activation is not None:  # clip with two bounds: NumPy's fast path (see ops/piecewise.py)
-        xp.clip(out, 0, 6 if activation == "relu6" else float("inf"), out=out)
+    finish_into(xp, out.reshape(n, -1, c), product, b, activation)
     return out
 
 

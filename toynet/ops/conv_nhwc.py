@@ -47,6 +47,16 @@ def _finish(xp: Any, y: Any, b: Any, activation: str | None) -> None:
     activate(xp, y, activation)
 
 
+def finish_into(xp: Any, target: Any, values: Any, b: Any, activation: str | None) -> Any:
+    """``target = activation(values + b)``: the bias added as ``values`` are copied out of a kernel's own
+    buffer (no extra pass for it), then the activation in place."""
+    if b is not None:
+        xp.add(values, b, out=target)
+    else:
+        target[...] = values
+    return activate(xp, target, activation)
+
+
 def pointwise_nhwc(xp: Any, x: Any, w: Any, b: Any, activation: str | None, stride: tuple, out: Any) -> Any:
     """1x1 convolution of NHWC ``x``: one matrix product over every pixel of every image. (Splitting it
     into cache-sized blocks of pixels, to add the bias and clip while a block is in cache, was slower

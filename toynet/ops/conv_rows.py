@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from .conv_kernels import geometry
+from .conv_nhwc import finish_into
 
 #: Elements of the padded-width output computed per chunk of images (512 KB of float32): measured on
 #: MobileNetV2's shapes, long enough that NumPy's per-call cost fades, short enough to stay in cache.
@@ -81,14 +82,7 @@ def depthwise_rows(xp: Any, x: Any, w: Any, b: Any, activation: str | None, padd
             else:
                 xp.multiply(shifted, tiles[t], out=part)
                 total += part
-        valid = total.reshape(k, ho, width, c)[:, :, :wo]
-        target = out[start:start + k]
-        if b is not None:
-            xp.add(valid, b, out=target)
-        else:
-            target[...] = valid
-        if activation is not None:  # clip with two bounds: NumPy's fast path (see ops/piecewise.py)
-            xp.clip(target, 0, 6 if activation == "relu6" else float("inf"), out=target)
+        finish_into(xp, out[start:start + k], total.reshape(k, ho, width, c)[:, :, :wo], b, activation)
     return out
 
 
