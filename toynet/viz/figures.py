@@ -199,6 +199,7 @@ def static_graph_figures(out: Path) -> list[Path]:
     drawing = draw_pass(scalars, title=f"ReassociateScalars: {scalars.ops_before} -> {scalars.ops_after} ops "
                                        "(2 * lr once; each update one subtraction)")
     paths.append(_write_png(out / "passes_scalars.png", to_png(drawing, MAX_PNG)))
+    nn.Graph._child_init_cnt.pop(LinearTrainGraph.__name__, None)  # LinearTrainGraph_0 again, as the tutorial
     fusion = next(r for r in linear_train_graph("ReassociateScalars").passes if r.name == "FuseElementwise")
     drawing = draw_pass(fusion, title=f"FuseElementwise: {fusion.ops_before} -> {fusion.ops_after} ops "
                                       "(each update's mul and sub become one kernel; ReassociateScalars off)")
