@@ -44,9 +44,10 @@ def repeat_call(compiled: Any, args: tuple, inputs: list, bindings: list) -> Cal
     for i, binding in enumerate(bindings):
         names[f"_feed{i}"], names[f"_fed{i}"] = binding.feed_learning_rates, binding.fed
         for k, group in enumerate(binding.optimizer.param_groups):
-            # The guard checks that group k is still this dict; its "lr" is the number fed last, or not.
+            # The guard checks that group k is still this dict; its "lr" is the float fed last, or not (see
+            # OptimizerBinding.feed_learning_rates: anything but a float is fed on every call).
             names[f"_group{i}_{k}"] = group
-            feeds.append((i, f"_group{i}_{k}['lr'] is not _fed{i}[{k}] or type(_fed{i}[{k}]) is not float"))
+            feeds.append((i, f"_group{i}_{k}['lr'] is not _fed{i}[{k}]"))
     spec = compiled.traced.output_structure
     if spec == TENSOR:   # build() returned one tensor: the common case, without the tree walk
         result = f"_make({plan.output_sources[0]}, None, _device, False)"

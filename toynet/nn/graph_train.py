@@ -58,9 +58,11 @@ class OptimizerBinding:
         fed = self.fed
         for i, group in enumerate(self.optimizer.param_groups):
             lr = group["lr"]
-            if lr is not fed[i] or type(lr) is not float:  # (the same value fed again is harmless)
+            if lr is not fed[i]:
                 self.lr_tensors[i].array[...] = lr
-                fed[i] = lr
+                # Only a float is known not to change behind our back: anything else (a 0-d tensor, an array)
+                # is fed again on every call, so `fed` keeps None for it.
+                fed[i] = lr if type(lr) is float else None
 
 
 class DeferredInterrupt:
