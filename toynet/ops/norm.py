@@ -63,9 +63,10 @@ def _chunks(rows: Any) -> list:
     return [slice(start, min(n, start + k)) for start in range(0, n, k)]
 
 
-def _channel_sum(xp: Any, channels: int, a: Any, b: Any = None) -> Any:
+def _channel_sum(xp: Any, channels: int, a: Any, b: Any = None, scratch: Any = None) -> Any:
     """Per-channel sum of ``a`` (or of ``a * b``), given as ``(k, C*L)`` rows: over the rows and every
-    spatial position, without materialising ``a * b``."""
+    spatial position. Long rows never materialise ``a * b``; short ones write it into ``scratch`` (an
+    array of ``a``'s shape the caller no longer needs, such as ``a`` itself), or a new array."""
     k, length = a.shape[0], a.shape[1] // channels
     if length >= 32:  # long spatial rows: einsum reduces (k, C, L) -> (C,) in one sweep
         a3 = xp.reshape(a, (k, channels, length))
@@ -75,7 +76,7 @@ def _channel_sum(xp: Any, channels: int, a: Any, b: Any = None) -> Any:
     # Short rows (late, small feature maps, or channels-last data seen as (N*H*W, C) rows): sum the
     # columns, then each channel's L of them.
     if b is not None:
-        a = xp.multiply(a, b)
+        a = xp.multiply(a, b, out=scratch)
     return xp.sum(_column_sum(xp, a).reshape(channels, length), axis=1)
 
 
@@ -119,11 +120,8 @@ def _centered_sum(xp: Any, channels: int, rows: Any, mean_row: Any, weights: Any
         if buffer is None:
             buffer = xp.empty((part.stop - part.start, rows.shape[1]), dtype=rows.dtype)
         centered = xp.subtract(rows[part], mean_row, out=buffer[:part.stop - part.start])
-        if rows.shape[1] >= 32 * channels:   # long rows: einsum multiplies and sums in one sweep
-            term = _channel_sum(xp, channels, centered, centered if weights is None else weights[part])
-        else:                               # short ones: the product in place, then BLAS sums it
-            product = xp.multiply(centered, centered if weights is None else weights[part], out=centered)
-            term = _channel_sum(xp, channels, product)
+        term = _channel_sum(xp, channels, centered, centered if weights is None else weights[part],
+                            scratch=centered)   # (centered is not read again)
         total = term if total is None else total + term
     return total
 
