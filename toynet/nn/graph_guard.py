@@ -118,12 +118,12 @@ class Guard:
         """Compile ``lines`` (the source of ``def name(...)``, which may use :meth:`hot_terms`) with this
         guard's names and ``names`` (kept by the function alone: the guard does not keep them alive)."""
         namespace = {**self._namespace, **names}
-        exec(compile("\n".join(lines) + "\n", f"<toynet {name}>", "exec"), namespace)  # noqa: S102 (our code)
+        self._exec(lines, namespace, f"<toynet {name}>")
         return namespace[name]
 
-    def _exec(self, lines: list[str]) -> None:
-        code = compile("\n".join(lines) + "\n", "<toynet guard>", "exec")
-        exec(code, self._namespace)  # noqa: S102  (our own generated code: names and repr'd keys only)
+    def _exec(self, lines: list[str], namespace: dict | None = None, filename: str = "<toynet guard>") -> None:
+        code = compile("\n".join(lines) + "\n", filename, "exec")
+        exec(code, self._namespace if namespace is None else namespace)  # noqa: S102  (our own generated code)
 
     def _recheck(self) -> bool:
         if "full" not in self._namespace:

@@ -96,6 +96,12 @@ class Op:
     #: mode does. Expressions may name vectors of ones (see :func:`ones_name`).
     kernels: Any = None
 
+    #: Optional seventh rule, ``algorithms(*inputs, **attrs)``: the values of the op's ``algorithm``
+    #: attribute that can compute these inputs, the usual one first (a channels-last depthwise convolution
+    #: runs per kernel tap, over padded rows, or as a matrix per channel). Graph mode's compile-time kernel
+    #: choice times each and sets the attribute on the node.
+    algorithms: Any = None
+
     def describe(self, **attrs: Any) -> str:
         """A short label with the attributes that matter, for graph printouts and pictures."""
         shown = ", ".join(f"{k}={_short(v)}" for k, v in attrs.items())

@@ -155,8 +155,9 @@ class Conv2dFused(Op):
                                  f"tensors have one value per output channel: ({shape[1]},)")
         if channels_last and kernel_for(logical, shape_of(w), padding, groups) == "dense":
             raise ShapeError("conv2d_fused: channels_last=True serves 1x1 and depthwise convolutions only")
-        possible = depthwise_algorithms(logical, shape_of(w), stride, padding, dilation, groups) if channels_last else []
-        _check_algorithm(self.name, algorithm, possible)
+        _check_algorithm(self.name, algorithm, self.algorithms(x, w, stride=stride, padding=padding,
+                                                                dilation=dilation, groups=groups,
+                                                                channels_last=channels_last))
         return (nhwc(shape) if channels_last else shape), x.dtype
 
     def algorithms(self, x, w, *params, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,

@@ -29,6 +29,7 @@ from typing import Any
 
 from .. import backend
 from ..ops import OPS
+from ..ops.conv_fused import ALGORITHMS
 from ..ops.shape import TENSOR_INDEX
 from ..serialization.errors import MAX_DEPTH, CheckpointError, is_name, shape_error, short
 from .ir import CONSTANT, INPUT, OP, PHASES, STATE
@@ -117,7 +118,7 @@ ATTRIBUTES: dict[str, tuple[str, Any]] = {
     "index": ("a tuple of ints, slices, None, ... and tensor places",
               lambda v: isinstance(v, tuple) and len(v) <= 64 and all(_index_item(i) for i in v)),
     "source": ("a device", lambda v: isinstance(v, backend.Device)),  # to_device's; replaced when loading
-    "algorithm": ("'taps', 'rows' or 'matrix'", lambda v: type(v) is str and v in ("taps", "rows", "matrix")),
+    "algorithm": (f"one of {ALGORITHMS}", lambda v: type(v) is str and v in ALGORITHMS),
     **{flag: ("true or false", lambda v: type(v) is bool)
        for flag in ("ceil_mode", "count_include_pad", "keepdim", "training", "unbiased")},
 }

@@ -63,8 +63,9 @@ def default_pipeline(amp: bool = False, checkpoint: tuple[str, ...] = ()) -> lis
     ]
 
 
-PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "ReassociateScalars", "FoldBatchNorm",
-              "RecomputeActivations", "ChannelsLast", "FuseElementwise", "ChooseKernels", "PlanMemory")
+PASS_NAMES = ("EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "ReassociateScalars",
+              "FoldBatchNorm", "RecomputeActivations", "ChannelsLast", "FuseElementwise", "ChooseKernels",
+              "PlanMemory")
 
 
 def optimize(graph: Graph, disabled: Iterable[str] = (), on_pass: Callable | None = None, *, amp: bool = False,

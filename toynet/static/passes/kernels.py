@@ -14,8 +14,8 @@ A candidate must beat the usual code by :data:`MARGIN` to be chosen: a near tie 
 and so the last bits of a result, change from run to run with the machine's noise.
 
 Convolutions have whole algorithms to choose from instead: a channels-last depthwise convolution runs
-per kernel tap or over whole padded rows (:mod:`toynet.ops.conv_rows`). Such an op lists them with an
-``algorithms`` rule, its ``forward`` takes the choice as the ``algorithm`` attribute, and this pass sets
+per kernel tap, over whole padded rows (:mod:`toynet.ops.conv_rows`) or as one matrix per channel
+(:mod:`toynet.ops.conv_matrix`). Such an op lists them with an ``algorithms`` rule, its ``forward`` takes the choice as the ``algorithm`` attribute, and this pass sets
 that attribute on the node, so the choice is part of the graph (``graph.ir`` shows it).
 
 Timings are kept for the session, per op, shapes, dtypes and attributes, so compiling again (a new
@@ -67,7 +67,7 @@ def _choose(graph: Graph, report: PassReport, measure: Callable | None) -> Graph
         return graph
     timed_ops = chosen = 0
     for n in graph.nodes:
-        if n.kind != OP or (n.op.kernels is None and getattr(n.op, "algorithms", None) is None):
+        if n.kind != OP or (n.op.kernels is None and n.op.algorithms is None):
             continue
         trial = _Trial(n)
         candidates = trial.candidates()
@@ -130,7 +130,7 @@ class _Trial:
             self.namespace["out"] = xp.empty(node.shape, dtype=node.dtype.array_dtype)
             self.out = _OutName("out", self.namespace)
         #: The op chooses among whole algorithms (an attribute of its forward), not among expressions.
-        self.algorithms = getattr(node.op, "algorithms", None) is not None
+        self.algorithms = node.op.algorithms is not None
 
     def candidates(self) -> dict[str, str]:
         if self.algorithms:
