@@ -29,3 +29,18 @@ class TrainGraph(nn.Graph):
         loss = self.loss_fn(self.model(x), y)
         loss.backward()
         return loss
+
+
+def eager_losses(model, loss_fn, optimizer, x, y, steps, before_step=None):
+    """The losses of ``steps`` Eager-mode training steps, written as the tutorials write them (what a
+    TrainGraph must match); ``before_step(i)`` runs before step ``i`` (to change a learning rate, say)."""
+    losses = []
+    for i in range(steps):
+        if before_step is not None:
+            before_step(i)
+        loss = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphs import TrainGraph
+from graphs import TrainGraph, eager_losses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,14 +135,7 @@ def test_graph_mode_takes_the_faster_algorithm_and_trains_as_eager(monkeypatch, 
     assert any(text.startswith(f"{faster} ") and "(taps " in text for text in report.kernels.values())
 
     eager_model = _depthwise_net()
-    opt = flow.optim.SGD(eager_model.parameters(), lr=0.1)
-    eager = []
-    for _ in range(3):
-        loss = nn.CrossEntropyLoss()(eager_model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        eager.append(loss.item())
+    eager = eager_losses(eager_model, nn.CrossEntropyLoss(), flow.optim.SGD(eager_model.parameters(), lr=0.1), x, y, 3)
     np.testing.assert_allclose(losses, eager, rtol=1e-4)
     for p, q in zip(model.parameters(), eager_model.parameters()):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-4, atol=1e-5)

@@ -5,7 +5,7 @@ change it cannot vouch for sent back to the general path (new arrays, new tensor
 from __future__ import annotations
 
 import numpy as np
-from graphs import TrainGraph
+from graphs import TrainGraph, eager_losses
 
 import toynet as flow
 from toynet import nn
@@ -23,15 +23,11 @@ def _poly():
 def _eager_losses(steps, lrs=None):
     model, x, y = _poly()
     opt = flow.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-    for i in range(steps):
+
+    def set_lr(i):
         if lrs is not None:
             opt.param_groups[0]["lr"] = lrs[i]
-        loss = nn.MSELoss()(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = eager_losses(model, nn.MSELoss(), opt, x, y, steps, set_lr)
     return losses, [p.numpy().copy() for p in model.parameters()]
 
 

@@ -5,7 +5,7 @@ multiplication, and nothing on the way is an output or a state update."""
 from __future__ import annotations
 
 import numpy as np
-from graphs import TrainGraph
+from graphs import TrainGraph, eager_losses
 from test_graph_passes import Builder, assert_same_program, names
 
 import toynet as flow
@@ -78,14 +78,7 @@ def test_plain_sgd_on_a_sum_of_squares_trains_as_eager_with_one_multiplication_l
     assert [n.op.name for n in updates] == ["sub"]      # p - g: the learning rate is in g already
 
     eager, xe, ye = _poly()
-    opt = flow.optim.SGD(eager.parameters(), lr=1e-3)
-    expected = []
-    for _ in range(20):
-        loss = nn.MSELoss(reduction="sum")(eager(xe), ye)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        expected.append(loss.item())
+    expected = eager_losses(eager, nn.MSELoss(reduction="sum"), flow.optim.SGD(eager.parameters(), lr=1e-3), xe, ye, 20)
     np.testing.assert_allclose(losses, expected, rtol=1e-5)
     for p, q in zip(model.parameters(), eager.parameters()):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
