@@ -15,7 +15,7 @@ import toynet as flow
 from toynet import backend
 from toynet.ops import Op
 from toynet.ops._op import full_reduction
-from toynet.tensor import apply
+from toynet.dynamic.tensor import apply
 
 xp = strict_xp.xp
 

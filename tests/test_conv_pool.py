@@ -19,7 +19,7 @@ from gradcheck import check_grad
 
 import toynet as flow
 from toynet.ops import OPS, ShapeError
-from toynet.tensor import apply
+from toynet.dynamic.tensor import apply
 
 F = flow.nn.functional
 

@@ -17,7 +17,7 @@ import pytest
 import toynet as flow
 import toynet.nn.functional as F
 from toynet.ops import OPS
-from toynet.tensor import apply
+from toynet.dynamic.tensor import apply
 
 
 def f32(*shape, positive=False, device="cpu"):

@@ -19,7 +19,7 @@ from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 import toynet as flow
 from gradcheck import check_grad
 from toynet.ops import OPS
-from toynet.tensor import apply
+from toynet.dynamic.tensor import apply
 
 GRADCHECK = settings(max_examples=5, deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -353,7 +353,7 @@ def test_linear_grad_weight_is_the_weight_gradient_and_differentiable(device, le
     """linear's weight gradient op (one matmul over all leading dims) equals autograd's and has a vjp."""
     from gradcheck import check_grad
     from toynet.ops import OPS
-    from toynet.tensor import apply
+    from toynet.dynamic.tensor import apply
 
     rng = np.random.default_rng(3)
     g, x = rng.standard_normal(lead + (2,)), rng.standard_normal(lead + (3,))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toynet import printing
+from toynet.dynamic import printing
 
 
 def test_format_array():

@@ -18,7 +18,7 @@ from gradcheck import check_grad
 
 import toynet as flow
 from toynet.ops import OPS, ShapeError
-from toynet.tensor import apply
+from toynet.dynamic.tensor import apply
 from toynet.vision.models.neural_style_transfer.stylenet import (NeuralStyleTransfer, neural_style_transfer,
                                                                pretrained_path)
 

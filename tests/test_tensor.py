@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import toynet as flow
-from toynet.autograd import version_of
+from toynet.dynamic.autograd import version_of
 
 # -------------------------------------------------------------------------------------------- creation
 

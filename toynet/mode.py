@@ -3,7 +3,7 @@
 This is the ground floor of toynet's state. It imports nothing of toynet, so every module, from the
 op table up to the visualiser, can import it at the top without making a circle:
 
-* **grad mode**: ``no_grad()``, ``enable_grad()``, ``set_grad_enabled()``. :func:`toynet.tensor.apply`
+* **grad mode**: ``no_grad()``, ``enable_grad()``, ``set_grad_enabled()``. :func:`toynet.dynamic.tensor.apply`
   records a ``GradFn`` only while ``grad_enabled`` is true.
 * **the active tracer**: while ``nn.Graph.build`` runs, ``tracer`` is the :class:`toynet.static.trace.Tracer`
   that turns every op into a graph node instead of computing it. ``None`` means Eager mode.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-#: Does :func:`toynet.tensor.apply` record how results were made (for ``backward``)?
+#: Does :func:`toynet.dynamic.tensor.apply` record how results were made (for ``backward``)?
 grad_enabled: bool = True
 
 #: The tracer that records ops while an ``nn.Graph`` is being built; ``None`` in Eager mode.

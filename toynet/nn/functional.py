@@ -7,8 +7,8 @@ from typing import Any
 
 from ..mode import call_with_grad_mode
 from ..ops import OPS
-from ..creation import ones, zeros
-from ..tensor import Tensor, apply
+from ..dynamic.creation import ones, zeros
+from ..dynamic.tensor import Tensor, apply
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -55,7 +55,7 @@ from ..static.ir import Graph as StaticGraph
 from ..static.passes import optimize
 from ..static.serialize import save_graph
 from ..static.trace import STATIC_HINT, StateInfo, trace_step
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .graph_cache import (CompiledGraph, GraphConfig, PlanCache, build_parameters, describe_inputs,
                           eviction_warning)
 from .graph_amp import GradScalerMixin, GraphModule, compile_options, scaled_build  # noqa: F401 (nn.graph.*)

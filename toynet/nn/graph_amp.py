@@ -9,7 +9,7 @@
   multiplies backward's seed (``loss.backward()`` then differentiates S * loss).
 * :func:`unscale_and_check`: after backward, the gradients divided by S, whether all are finite, the
   scaler's new state recorded, and the function the optimizer's updates go through so that a step with
-  an inf/NaN gradient keeps every old value (see :mod:`toynet.amp` for the rule itself).
+  an inf/NaN gradient keeps every old value (see :mod:`toynet.dynamic.amp` for the rule itself).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import backend, mode
-from ..amp import GradScaler
-from ..functional import where
+from ..dynamic.amp import GradScaler
+from ..dynamic.functional import where
 from ..static.trace import Tracer
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .graph_module import CHANGES, GraphModule, checkpointed_paths
 
 LOSS_SCALE = "System-Train-LossScale"

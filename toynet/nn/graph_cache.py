@@ -23,7 +23,7 @@ from ..static.arguments import leaf_kinds
 from ..static.compile import Plan
 from ..static.passes import PASS_NAMES
 from ..static.ir import Graph as StaticGraph
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .graph_guard import Guard
 from .graph_module import CHANGES as GRAPH_SETTING_CHANGES
 from .graph_outline import OutlineRecorder

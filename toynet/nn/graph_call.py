@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..static.arguments import TENSOR, unflatten
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 
 #: What a repeat function returns when it does not apply to the call.
 MISS = object()

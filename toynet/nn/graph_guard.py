@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .graph_amp import guard_features
 from .module import CHANGES, Module
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..printing import meta_repr
+from ..dynamic.printing import meta_repr
 from ..static.arguments import flatten
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 
 # Tags whose entries print as blocks (`header: (...)`), as leaves with `: ()`, or as bare headers.
 _BLOCK_TAGS = ("GRAPH", "MODULE")

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .. import backend
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from ..utils.interrupts import defer_interrupts
 from ..utils.loading import prepared
 from .graph_train import TRAIN_STEP

@@ -28,7 +28,7 @@ import inspect
 from typing import Any, Callable
 
 from ..static.trace import StateInfo
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .module import Module
 from .parameter import Parameter
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from .. import backend
 from ..static.compile import commit
 from ..static.trace import Tracer
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .graph_amp import unscale_and_check
 
 TRAIN_STEP = "System-Train-TrainStep"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from .. import backend
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 
 
 def _fill(t: Tensor, array) -> Tensor:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from .. import backend, mode
 from ..mode import no_grad
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from ..utils.interrupts import defer_interrupts
 from ..utils.loading import ShapeMismatch, prepared, unaliased
 from .graph_module import GraphModule

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import serialization
-from ..printing import tensor_repr
-from ..tensor import Tensor
+from ..dynamic.printing import tensor_repr
+from ..dynamic.tensor import Tensor
 
 
 class Parameter(Tensor):
@@ -26,7 +26,7 @@ class Parameter(Tensor):
             raise RuntimeError("cannot make a Parameter from a lazy tensor inside nn.Graph.build(); create "
                                "parameters in the module's __init__")
         self.array = data.array
-        # It shares the wrapped tensor's memory, so it shares its count of writes (see toynet.autograd.Version).
+        # It shares the wrapped tensor's memory, so it shares its count of writes (see toynet.dynamic.autograd.Version).
         self._version = data
         self.node = None
         self.device = data.device

@@ -17,7 +17,7 @@ import importlib
 from typing import Any
 
 from .. import backend as arrays
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .export import require_onnx
 from .load import NeedsConstant, load
 

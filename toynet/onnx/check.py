@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import backend
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .export import export, forward_of
 
 

@@ -163,7 +163,7 @@ OPS: dict[str, Op] = {}
 
 
 def apply(op: Op, *inputs: Any, **attrs: Any) -> Any:
-    """``toynet.tensor.apply``, for vjp rules that need an op with no tensor method.
+    """``toynet.dynamic.tensor.apply``, for vjp rules that need an op with no tensor method.
 
     tensor.py imports this op table, so the op modules cannot import tensor.py back; tensor.py hands
     its ``apply`` over (``_apply``) once it has loaded. (An import inside every vjp would cost a

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from .. import backend
-from ..creation import zeros, zeros_like
-from ..tensor import Tensor
+from ..dynamic.creation import zeros, zeros_like
+from ..dynamic.tensor import Tensor
 from . import hyper as checks
 from .optimizer import Optimizer
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from .. import autograd, backend, mode
-from ..creation import zeros_like
-from ..tensor import Tensor
+from ..dynamic import autograd
+from .. import backend, mode
+from ..dynamic.creation import zeros_like
+from ..dynamic.tensor import Tensor
 from ..utils.interrupts import defer_interrupts
 from ..utils.loading import ShapeMismatch, prepared
 from . import hyper as checks

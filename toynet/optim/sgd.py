@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from ..creation import zeros, zeros_like
+from ..dynamic.creation import zeros, zeros_like
 from ..ops import OPS
-from ..tensor import Tensor, apply
+from ..dynamic.tensor import Tensor, apply
 from . import hyper as checks
 from .optimizer import Optimizer
 

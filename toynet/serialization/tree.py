@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .. import backend
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .errors import MAX_DEPTH, CheckpointError, DeviceUnavailableError, is_name, shape_error, short
 
 host = backend.host  # checkpoints are host data

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 from .. import backend
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .ir import CONSTANT, Graph, Node
 
 #: A tensor's place in a spec; :func:`unflatten` fills it with the next tensor it is given.

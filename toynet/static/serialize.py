@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import backend, serialization
 from ..ops import OPS
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .arguments import unflatten
 from .compile import Plan
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node

@@ -1,6 +1,6 @@
 """Tracing: run the user's unchanged eager code on *lazy* tensors and write down every op as a Node.
 
-While a :class:`Tracer` is installed (``toynet.mode.set_tracer``), :func:`toynet.tensor.apply` hands
+While a :class:`Tracer` is installed (``toynet.mode.set_tracer``), :func:`toynet.dynamic.tensor.apply` hands
 every op to :meth:`Tracer.apply` instead of computing it. The tracer
 
 * turns the op's inputs into lazy tensors: graph inputs are already lazy; an eager tensor that is
@@ -31,10 +31,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
-from .. import autograd, backend, mode
-from ..autograd import GradFn
+from ..dynamic import autograd
+from .. import backend, mode
+from ..dynamic.autograd import GradFn
 from ..ops import OPS, ShapeError
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .arguments import flatten, graph_inputs, unflatten
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
 from .source import user_source

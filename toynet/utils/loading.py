@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 
 _np = backend.host  # NumPy, for the host-side checks
 

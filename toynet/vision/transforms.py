@@ -23,8 +23,8 @@ from typing import Any
 
 from .. import backend
 from ..backend import host
-from ..creation import from_numpy, tensor
-from ..tensor import Tensor
+from ..dynamic.creation import from_numpy, tensor
+from ..dynamic.tensor import Tensor
 
 
 class Compose:

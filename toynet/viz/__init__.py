@@ -55,7 +55,7 @@ from typing import Any
 
 from ..nn.graph import Graph as ModuleGraph
 from ..static.ir import PHASES, Graph
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from . import gif, jupyter  # noqa: F401  (toynet.viz.gif.to_gif, toynet.viz.jupyter.enabled)
 from .dot import to_digraph
 from .draw_eager import eager_picture, walk_grad_fns

@@ -1,6 +1,6 @@
 """Eager mode's graph as a picture: from a result back through ``grad_fn`` records to the leaves.
 
-Eager mode has no graph object; the graph *is* the chain of :class:`~toynet.autograd.GradFn` records
+Eager mode has no graph object; the graph *is* the chain of :class:`~toynet.dynamic.autograd.GradFn` records
 each op leaves on its result (the op, its inputs, its attributes). Walking them from the loss gives
 every op application; the picture then shows two kinds of node, as the autograd figures do:
 
@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..autograd import post_order
-from ..tensor import Tensor
+from ..dynamic.autograd import post_order
+from ..dynamic.tensor import Tensor
 from . import labels
 from .model import Picture, VNode
 

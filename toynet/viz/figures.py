@@ -35,10 +35,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
-from .. import backend, functional, nn
-from ..creation import ones, randint, randn, tensor, zeros
+from .. import backend, nn
+from ..dynamic import functional
+from ..dynamic.creation import ones, randint, randn, tensor, zeros
 from ..optim import SGD
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from ..vision.models import mobilenet_v2
 from . import draw, draw_pass, picture_of  # toynet.viz's own functions (the package is loaded before this module)
 from .dot import to_digraph

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..nn.graph import Graph as ModuleGraph
 from ..static.ir import Graph
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .names import notebook_namespaces
 from .rendering import INSTALL_HELP, GraphvizNotInstalled, to_svg
 

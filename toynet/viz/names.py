@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..nn.module import Module
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 
 # Names a notebook or the interpreter binds by itself; never the user's idea of a tensor's name.
 _SKIPPED = {"In", "Out", "exit", "quit", "get_ipython"}

@@ -13,7 +13,7 @@
 
 How it watches, in Eager mode:
 
-* **ops**: the recorder is an observer in ``toynet.mode.op_observers``; :func:`toynet.tensor.apply`
+* **ops**: the recorder is an observer in ``toynet.mode.op_observers``; :func:`toynet.dynamic.tensor.apply`
   calls ``observer(op, inputs, attrs, result)`` after every eager op.
 * **new tensors** that are not op results (``flow.ones``, ``flow.randn``) and **variable names**: at
   each new statement of the ``with`` block (a line-trace function set on that one frame only, not on
@@ -43,9 +43,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .. import autograd, mode
+from ..dynamic import autograd
+from .. import mode
 from ..static.ir import Graph, Node
-from ..tensor import Tensor
+from ..dynamic.tensor import Tensor
 from .dot import to_digraph
 from .draw_eager import Application, eager_picture
 from .frames import Frame, Step, build_frames
@@ -135,7 +136,7 @@ class Recorder:
     # --------------------------------------------------------------------- what is watched
 
     def __call__(self, op: Any, inputs: tuple, attrs: dict, result: Tensor) -> None:
-        """The observer toynet.tensor.apply calls after every eager op."""
+        """The observer toynet.dynamic.tensor.apply calls after every eager op."""
         if not self.include_backward and not mode.grad_enabled and _inside_backward():
             return
         for x in inputs:

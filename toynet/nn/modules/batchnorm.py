@@ -10,9 +10,9 @@ gives the same answer whatever batch it comes in. The work is done by ``F.batch_
 from __future__ import annotations
 
 from ... import backend
-from ...creation import ones, tensor, zeros
+from ...dynamic.creation import ones, tensor, zeros
 from ...mode import call_with_grad_mode
-from ...tensor import Tensor
+from ...dynamic.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from ... import backend
-from ...creation import zeros
-from ...tensor import Tensor
+from ...dynamic.creation import zeros
+from ...dynamic.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from ... import backend
-from ...creation import zeros
-from ...tensor import Tensor
+from ...dynamic.creation import zeros
+from ...dynamic.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import backend
-from ...creation import ones, zeros
-from ...tensor import Tensor
+from ...dynamic.creation import ones, zeros
+from ...dynamic.tensor import Tensor
 from .. import functional as F
 from ..module import Module
 from ..parameter import Parameter

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ... import backend
-from ...functional import stack
-from ...tensor import Tensor
+from ...dynamic.functional import stack
+from ...dynamic.tensor import Tensor
 from .dataset import TensorDataset
 
 host = backend.host  # samples are host data (files, images); only the stacked batch becomes a tensor

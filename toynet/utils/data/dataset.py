@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...tensor import Tensor
+from ...dynamic.tensor import Tensor
 
 
 class Dataset:

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import nn
-from ...tensor import Tensor
+from ...dynamic.tensor import Tensor
 
 __all__ = ["ConvBNActivation", "ConvBNReLU", "InvertedResidual", "MobileNetV2", "mobilenet_v2"]
 

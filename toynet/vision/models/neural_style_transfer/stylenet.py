@@ -26,7 +26,7 @@ from typing import Any
 
 from ....nn import Conv2d, InstanceNorm2d, Module, ReflectionPad2d, ReLU, UpsamplingNearest2d
 from ....serialization import load
-from ....tensor import Tensor
+from ....dynamic.tensor import Tensor
 
 __all__ = ["NeuralStyleTransfer", "neural_style_transfer", "pretrained_path"]
 

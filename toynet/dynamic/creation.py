@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import backend
-from .backend import CPU
-from .ops.shape import shape_arg as _shape_arg
+from .. import backend
+from ..backend import CPU
+from ..ops.shape import shape_arg as _shape_arg
 from .tensor import Tensor
 
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import backend
+from .. import backend
 
 host = backend.host  # printing works on host copies of the values (only backend imports NumPy)
 

@@ -23,17 +23,18 @@ tensors.
 each write is counted on the :class:`Version` of the tensor's memory, and backward refuses a vjp whose
 saved tensors were written after its op ran. To keep the forward pass cheap, a record notes only one
 global clock of writes (``GradFn.epoch``); each write stamps the clock on its Version. That counting
-lives in :mod:`toynet.versions`.
+lives in :mod:`toynet.dynamic.versions`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence
 
-from . import backend, mode, versions
+from .. import backend, mode
+from . import versions
 # Grad mode lives in toynet.mode (every layer reads it); toynet.autograd.no_grad is kept as in PyTorch.
-from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
-# The counting of in-place writes lives in toynet.versions; the names are kept here, where ops and tests use them.
+from ..mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
+# The counting of in-place writes lives in toynet.dynamic.versions; the names are kept here, where ops and tests use them.
 from .versions import Version, check_saved, note_write, version_of  # noqa: F401
 
 

@@ -1,12 +1,12 @@
-"""The shape, indexing and in-place methods of :class:`~toynet.tensor.Tensor`: reshape, permute, expand,
+"""The shape, indexing and in-place methods of :class:`~toynet.dynamic.tensor.Tensor`: reshape, permute, expand,
 ``x[i]``, and the writes ``x[i] = v``, ``copy_``, ``fill_``, ``add_``...
 
-Like :mod:`toynet.tensor_methods`, the shape methods read arguments the way PyTorch does and call one op;
+Like :mod:`toynet.dynamic.tensor_methods`, the shape methods read arguments the way PyTorch does and call one op;
 the rules that check the arguments live beside the ops in :mod:`toynet.ops.shape`, so Eager mode and
 Graph mode share them.
 
 The writes follow PyTorch's rules. Each one is counted on the tensor's version (see
-:mod:`toynet.autograd`), so backward refuses a vjp whose saved tensors changed. ``add_``, ``sub_``,
+:mod:`toynet.dynamic.autograd`), so backward refuses a vjp whose saved tensors changed. ``add_``, ``sub_``,
 ``mul_`` and ``div_`` refuse a result their tensor's dtype cannot hold (``int_tensor.add_(0.5)``);
 ``copy_``, ``fill_`` and ``x[i] = v`` cast, as in PyTorch. A leaf that requires grad is written only under
 ``no_grad()`` (optimizers do so), except by ``copy_`` or ``fill_``, which load values into it without
@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import autograd, backend, mode
-from .ops import OPS, ShapeError
-from .ops import _op as op_base
-from .ops.shape import TENSOR_INDEX, resolve_reshape, shape_arg, split_index
+from . import autograd
+from .. import backend, mode
+from ..ops import OPS, ShapeError
+from ..ops import _op as op_base
+from ..ops.shape import TENSOR_INDEX, resolve_reshape, shape_arg, split_index
 from .tensor import Tensor, apply
 from .tensor_methods import attach
 
@@ -33,7 +34,7 @@ _ADD, _SUB, _MUL, _DIV, _IDENTITY = (OPS[n] for n in ("add", "sub", "mul", "div"
 
 
 class TensorShapeMethods:
-    """Attached to :class:`~toynet.tensor.Tensor` below; never instantiated."""
+    """Attached to :class:`~toynet.dynamic.tensor.Tensor` below; never instantiated."""
 
     # -------------------------------------------------------------------------------- shapes
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 import weakref
 from typing import Any, Iterator, Sequence
 
-from . import autograd, backend, mode
+from . import autograd
+from .. import backend, mode
 from .autograd import GradFn
-from .backend import CPU, Device, DType
-from .ops import _op as op_base
-from .ops.shape import shape_arg
+from ..backend import CPU, Device, DType
+from ..ops import _op as op_base
+from ..ops.shape import shape_arg
 from .printing import tensor_repr
 from .size import Size
 

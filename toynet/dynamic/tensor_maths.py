@@ -1,22 +1,22 @@
 """Elementwise maths as tensor methods (``x.sin()``) and as functions (``toynet.sin(x)``).
 
 The functions OneFlow and PyTorch offer besides the few every network needs (those, ``exp``, ``log``,
-``tanh``..., live in :mod:`toynet.tensor_methods` and :mod:`toynet.functional`). Each one only calls
+``tanh``..., live in :mod:`toynet.dynamic.tensor_methods` and :mod:`toynet.dynamic.functional`). Each one only calls
 the op of the same name in the table (:mod:`toynet.ops.trigonometry`, :mod:`toynet.ops.maths`,
 :mod:`toynet.ops.rounding`), where its forward and gradient rules are. The methods are attached to
-``Tensor`` as :mod:`toynet.tensor_methods` attaches its own.
+``Tensor`` as :mod:`toynet.dynamic.tensor_methods` attaches its own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .ops import OPS
+from ..ops import OPS
 from .tensor import Tensor, apply
 from .tensor_methods import attach
 
 class TensorMaths:
-    """Attached to :class:`~toynet.tensor.Tensor` below; never instantiated."""
+    """Attached to :class:`~toynet.dynamic.tensor.Tensor` below; never instantiated."""
 
     def sin(self) -> Tensor:
         return apply(OPS["sin"], self)

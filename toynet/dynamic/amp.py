@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import backend
+from .. import backend
 from .creation import tensor
 from .functional import where
 from .tensor import Tensor

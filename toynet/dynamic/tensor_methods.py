@@ -1,7 +1,7 @@
-"""The methods of :class:`~toynet.tensor.Tensor` that only turn a call into an op.
+"""The methods of :class:`~toynet.dynamic.tensor.Tensor` that only turn a call into an op.
 
 ``x + y``, ``x.exp()``, ``x.sum(1)``, ``x.reshape(2, -1)``, ``x[0]``: each of these reads the arguments
-the way PyTorch does and calls :func:`~toynet.tensor.apply` with one op of the table. They carry no
+the way PyTorch does and calls :func:`~toynet.dynamic.tensor.apply` with one op of the table. They carry no
 state and no logic of their own, so they live apart from the class, which stays short enough to read
 in one sitting (``tensor.py``: what a tensor *is*; this module: what you can *do* with one). The
 methods are written as an ordinary class body and attached to ``Tensor`` when toynet is imported, as
@@ -13,10 +13,10 @@ from __future__ import annotations
 import weakref
 from typing import Any, Sequence
 
-from . import backend
-from .backend import Device, DType
-from .ops import OPS
-from .ops import _op as op_base
+from .. import backend
+from ..backend import Device, DType
+from ..ops import OPS
+from ..ops import _op as op_base
 from .tensor import Tensor, apply
 
 _ADD, _SUB, _MUL, _DIV, _NEG, _POW, _MATMUL, _RESHAPE, _PERMUTE, _GETITEM = (
@@ -24,7 +24,7 @@ _ADD, _SUB, _MUL, _DIV, _NEG, _POW, _MATMUL, _RESHAPE, _PERMUTE, _GETITEM = (
 
 
 class TensorMethods:
-    """Attached to :class:`~toynet.tensor.Tensor` below; never instantiated."""
+    """Attached to :class:`~toynet.dynamic.tensor.Tensor` below; never instantiated."""
 
     # ----------------------------------------------------------------------------- devices
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .ops import OPS
-from .ops._op import normalize_dim
+from ..ops import OPS
+from ..ops._op import normalize_dim
 from .tensor import Tensor, apply
 
 

@@ -3,7 +3,7 @@
 ``x.mul_(2)`` or ``x[0] = 1`` would silently change what a vjp reads. Each write is counted on the
 :class:`Version` of the tensor's memory (:func:`note_write`), and backward refuses a vjp whose saved tensors
 were written after its op ran (:func:`check_saved`). To keep the forward pass cheap, a record
-(``toynet.autograd.GradFn``) notes only the global write :data:`clock` when its op ran (its ``epoch``), and
+(``toynet.dynamic.autograd.GradFn``) notes only the global write :data:`clock` when its op ran (its ``epoch``), and
 backward checks a record only if the clock has moved since then.
 """
 

@@ -1,0 +1,6 @@
+"""The dynamic (define-by-run) design, Eager mode: :class:`~toynet.dynamic.tensor.Tensor` and ``apply``, the
+reverse-mode autodiff that walks what Eager mode records, and the functions that make and combine tensors.
+
+Beside it, :mod:`toynet.static` is the static (define-and-run) design; both run the op table of
+:mod:`toynet.ops`, the floor under them.
+"""
