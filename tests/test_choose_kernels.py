@@ -10,10 +10,13 @@ import pytest
 import toynet as flow
 from toynet import nn
 from toynet.ops import OPS
-from toynet.ops._op import bind_ones
-from toynet.static.compile import Plan
-from toynet.static.passes import kernels as choose
+from toynet.ops.fast.emit import KERNELS, bind_ones
+from toynet.static.fast.compile import FastPlan as Plan
+from toynet.static.passes.fast import kernels as choose
 from toynet.static.passes import optimize
+
+# What this file tests lives on the fast path (TOYNET_FAST=1): every test runs there.
+pytestmark = pytest.mark.usefixtures("fast_path")
 
 # ---------------------------------------------------------------------------- the candidates themselves
 
@@ -46,7 +49,7 @@ def run_candidates(op_name, arrays, with_out, **attrs):
     if with_out:
         namespace["out"] = np.empty(expected.shape, expected.dtype)
         out = _Out("out", namespace)
-    found = op.kernels([f"a{k}" for k in range(len(arrays))], [_Meta(a) for a in arrays], out, **attrs)
+    found = KERNELS[op_name]([f"a{k}" for k in range(len(arrays))], [_Meta(a) for a in arrays], out, **attrs)
     results = {}
     for name, code in found.items():
         bind_ones(code, namespace, np)
@@ -193,15 +196,14 @@ def test_timings_are_kept_for_the_session_and_the_pass_can_be_turned_off(monkeyp
 
 
 def test_a_candidate_that_computes_something_else_is_never_chosen(monkeypatch, fresh_timings):
-    sum_to = OPS["sum_to"]
-    usual = type(sum_to).kernels
+    usual = KERNELS["sum_to"]
 
-    def wrong(self, args, inputs, out=None, shape=()):
-        found = usual(self, args, inputs, out, shape=shape)
+    def wrong(args, inputs, out=None, shape=()):
+        found = usual(args, inputs, out, shape=shape)
         if found:
             found["blas"] = found["blas"].replace("xp.dot(", "(lambda a, b, out=None: xp.dot(a, b, out=out) + 1)(")
         return found
-    monkeypatch.setattr(type(sum_to), "kernels", wrong)
+    monkeypatch.setitem(KERNELS, "sum_to", wrong)
     measure, calls = fake_timings({"blas": 100.0})
     monkeypatch.setattr(choose, "_measure_interleaved", measure)
     graph = PolyTrain(*poly()[:3])

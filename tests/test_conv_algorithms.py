@@ -1,6 +1,6 @@
 """The depthwise algorithms Graph mode chooses among (ChooseKernels sets the ``algorithm`` of channels-last
-depthwise convolutions and their gradients): the shifted-rows kernel (toynet.ops.conv_rows) and the matrix
-kernel (toynet.ops.conv_matrix) must compute what the taps kernel computes, forward and backward, for
+depthwise convolutions and their gradients): the shifted-rows kernel (toynet.ops.fast.conv_rows) and the matrix
+kernel (toynet.ops.fast.conv_matrix) must compute what the taps kernel computes, forward and backward, for
 every geometry they accept, and be refused where they cannot compute it."""
 
 from __future__ import annotations
@@ -13,8 +13,12 @@ from hypothesis import strategies as st
 
 import toynet as flow
 from toynet import nn
-from toynet.ops import OPS, ShapeError, conv_matrix, conv_nhwc, conv_rows
-from toynet.static.passes import kernels as choose
+from toynet.ops import OPS, ShapeError
+from toynet.ops.fast import conv_matrix, conv_nhwc, conv_rows
+from toynet.static.passes.fast import kernels as choose
+
+# What this file tests lives on the fast path (TOYNET_FAST=1): every test runs there.
+pytestmark = pytest.mark.usefixtures("fast_path")
 
 FUSED, GRAD_INPUT, GRAD_WEIGHT = OPS["conv2d_fused"], OPS["conv2d_nhwc_grad_input"], OPS["conv2d_nhwc_grad_weight"]
 

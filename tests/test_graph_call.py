@@ -1,15 +1,20 @@
-"""The repeat call (toynet.nn.graph_call): calling a graph again with the very same tensors runs one generated
+"""The repeat call (toynet.nn.fast.repeat_call): calling a graph again with the very same tensors runs one generated
 function, which must behave exactly as the general path does: same results, learning rates fed, and every
 change it cannot vouch for sent back to the general path (new arrays, new tensors, a failed guard)."""
 
 from __future__ import annotations
+
+import pytest
 
 import numpy as np
 from graphs import TrainGraph, eager_losses
 
 import toynet as flow
 from toynet import nn
-from toynet.nn.graph_call import MISS
+from toynet.nn.fast.repeat_call import MISS
+
+# What this file tests lives on the fast path (TOYNET_FAST=1): every test runs there.
+pytestmark = pytest.mark.usefixtures("fast_path")
 
 
 def _poly():

@@ -24,9 +24,9 @@ from toynet import backend, nn
 from toynet.ops import OPS
 from toynet.static.compile import Plan
 from toynet.static.ir import CONSTANT, INPUT, OP, STATE, Graph, Node
-from toynet.static.passes import PASS_NAMES, optimize
+from toynet.static.passes import PASSES, optimize
 
-CONFIGS = [()] + [(name,) for name in PASS_NAMES]
+CONFIGS = [()] + [(name,) for name in PASSES]
 SETTINGS = settings(max_examples=int(__import__("os").environ.get("GRAPH_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 UNARY = ["relu", "sigmoid", "tanh", "neg", "abs", "square", "scale", "shift", "exp_tanh", "sqrt_safe",
@@ -307,7 +307,7 @@ def test_training_graph_equals_eager(prog):
             assert_close(p.numpy(), q.numpy(), what + f" (parameter {name})")
 
 
-@pytest.mark.parametrize("disabled", [(), PASS_NAMES])
+@pytest.mark.parametrize("disabled", [(), PASSES])
 def test_training_graph_with_every_step_kind(disabled):
     """One fixed program that uses every kind of step at least once (hypothesis may not draw all)."""
     steps = [("linear", 4), ("unary", "tanh"), ("param", "add", "row"), ("skip", "mul", 1),

@@ -12,8 +12,11 @@ from hypothesis import strategies as st
 import toynet as flow
 from toynet import nn
 from toynet.ops import OPS
-from toynet.ops.conv_fused import nchw, nhwc
+from toynet.ops.fast.conv_fused import nchw, nhwc
 from toynet.vision.models import mobilenet_v2
+
+# What this file tests lives on the fast path (TOYNET_FAST=1): every test runs there.
+pytestmark = pytest.mark.usefixtures("fast_path")
 
 
 class Infer(nn.Graph):

@@ -240,7 +240,7 @@ def test_eager_and_graph_training_agree(batches):
     assert graph.state_dict()["System-Train-TrainStep"].item() == 3
 
 
-def test_channels_last_training_computes_the_same_maths(batches):
+def test_channels_last_training_computes_the_same_maths(fast_path, batches):
     """Channels-last kernels add in another order, so float32 results differ in their last bits, and this
     step (batches of 8: BatchNorm over 8 values in the last 1x1 layers) magnifies such differences from
     step to step, in either mode (float32 Eager mode is as far from the exact result as Graph mode). The

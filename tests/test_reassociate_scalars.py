@@ -4,13 +4,18 @@ multiplication, and nothing on the way is an output or a state update."""
 
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 from graphs import TrainGraph, eager_losses
 from test_graph_passes import Builder, assert_same_program, names
 
 import toynet as flow
 from toynet import nn
-from toynet.static.passes.scalars import reassociate_scalars
+from toynet.static.passes.fast.scalars import reassociate_scalars
+
+# What this file tests lives on the fast path (TOYNET_FAST=1): every test runs there.
+pytestmark = pytest.mark.usefixtures("fast_path")
 
 
 def _sgd_like(extra_output=False, other_reader=False, second_lr=False):

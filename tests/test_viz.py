@@ -496,7 +496,7 @@ def test_nn_graph_ops_sit_in_the_cluster_of_their_module():
         "model.fc1: Linear(in_features=3, out_features=4, bias=True)"
 
 
-def test_nn_graph_edges_pass_through_module_inputs_and_outputs():
+def test_nn_graph_edges_pass_through_module_inputs_and_outputs(fast_path):   # (one fused linear op a layer)
     graph = _train_graph()
     graph(flow.randn(8, 3), flow.randn(8, 1))
     nodes, edges, _ = parse_dot(viz.draw(graph).source)

@@ -15,6 +15,7 @@ from .backend import (  # noqa: F401
     manual_seed,
 )
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
+from .mode import fast_replacements, is_fast_path, set_fast_path  # noqa: F401  (TOYNET_FAST)
 from .dynamic.tensor import Tensor  # noqa: F401
 from .dynamic.size import Size  # noqa: F401
 from .dynamic import tensor_methods, tensor_shapes  # noqa: F401,E402  (attach Tensor's op methods)

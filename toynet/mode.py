@@ -10,6 +10,10 @@ op table up to the visualiser, can import it at the top without making a circle:
 * **observers**: callbacks told about every eager op (``op_observers``) and every traced node
   (``node_observers``) and every line ``graph.debug(level)`` prints (``log_observers``);
   ``toynet.viz.record`` animates graph construction, and its debug printout, through them.
+* **the fast path**: ``fast`` is False on the *lesson path*, the plain engine the notebooks teach, and True
+  on the *fast path*, where code kept in the ``fast/`` folders replaces some lesson functions (fused ops,
+  kernel choice, a generated repeat call...). The environment variable ``TOYNET_FAST`` sets it when toynet
+  is imported, :func:`set_fast_path` at any time; :func:`fast_replacements` lists what it swaps.
 
 The values are plain module attributes, read on every op, so they cost one attribute lookup.
 """
@@ -17,7 +21,8 @@ The values are plain module attributes, read on every op, so they cost one attri
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+import os
+from typing import Any, Callable, NamedTuple
 
 #: Does :func:`toynet.dynamic.tensor.apply` record how results were made (for ``backward``)?
 grad_enabled: bool = True
@@ -128,3 +133,86 @@ def set_grad_enabled(mode: bool) -> _Restore:
 
 def is_grad_enabled() -> bool:
     return grad_enabled
+
+
+# ------------------------------------------------------------------------------------------ the fast path
+
+
+def _fast_from_environment() -> bool:
+    value = os.environ.get("TOYNET_FAST", "0").strip()
+    if value not in ("0", "1", ""):
+        raise ValueError(f"TOYNET_FAST must be 0 (the lesson path, the default) or 1 (the fast path), got {value!r}")
+    return value == "1"
+
+
+#: Is the fast path on? False (the default) is the lesson path: the plain engine the notebooks teach,
+#: whose plans are the same on every machine. True swaps in what the ``fast/`` folders hold.
+fast: bool = _fast_from_environment()
+
+
+class Replacement(NamedTuple):
+    """One lesson function the fast path replaces: ``owner.name`` is ``lesson`` or ``fast``."""
+
+    owner: Any        # a module or a class
+    name: str
+    lesson: Any
+    fast: Any
+
+    def __str__(self) -> str:
+        owner = getattr(self.owner, "__qualname__", None) or self.owner.__name__
+        module = getattr(self.owner, "__module__", None)
+        where = f"{module}.{owner}" if module and not owner.startswith(module) else owner
+        return f"{where}.{self.name}  ->  {self.fast.__module__}.{self.fast.__qualname__}"
+
+
+_replacements: list[Replacement] = []
+
+
+def fast_replacement(owner: Any, name: str) -> Callable[[Any], Any]:
+    """Decorator, used only in the ``fast/`` folders: while the fast path is on, ``owner.name`` (a function
+    of a module, or a method of a class) is the decorated function instead of the lesson one."""
+    def register(fast_version: Any) -> Any:
+        lesson = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        _replacements.append(Replacement(owner, name, lesson, fast_version))
+        if fast:
+            setattr(owner, name, fast_version)
+        return fast_version
+    return register
+
+
+def fast_replacements() -> list[Replacement]:
+    """What the fast path swaps in: each lesson function and its fast version (``print(*...)``, one a line)."""
+    return list(_replacements)
+
+
+def set_fast_path(enabled: bool) -> _FastRestore:
+    """Turn the fast path on (True) or off (False, the lesson path) now; usable as a context manager that
+    switches back on exit (``with toynet.set_fast_path(True): ...``). Compiled ``nn.Graph`` plans are kept
+    per path: a graph called on the other path compiles for it."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_fast_path() takes True or False, got {enabled!r}")
+    previous = fast
+    _switch(enabled)
+    return _FastRestore(previous)
+
+
+def is_fast_path() -> bool:
+    return fast
+
+
+def _switch(enabled: bool) -> None:
+    global fast
+    fast = enabled
+    for r in _replacements:
+        setattr(r.owner, r.name, r.fast if enabled else r.lesson)
+
+
+class _FastRestore:
+    def __init__(self, previous: bool):
+        self.previous = previous
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        _switch(self.previous)

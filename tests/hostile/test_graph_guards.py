@@ -303,14 +303,31 @@ def test_an_array_a_graph_cannot_take_says_which_and_why():
         graph(np.array(["a", None], dtype=object))
 
 
-def test_the_guard_check_is_cheap_on_the_hot_path():
-    """The hot path tests a few terms (stamps stand for the rest); the full check stays complete."""
+def test_the_guard_check_is_cheap_on_the_hot_path(fast_path):
+    """On the fast path the guard's hot path tests a few terms (stamps stand for the rest); the full check
+    stays complete."""
     model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(20)])
     graph = Train(model, flow.optim.SGD(model.parameters(), lr=0.1))
     graph(flow.randn(2, 4), flow.randn(2, 4))
     guard = graph._last.guard
     assert len(guard) > 400
-    # No module setting or registry entry on the hot path: the count of module changes stands for them.
-    assert not any("['training']" in term or "['weight']" in term for term in guard._fast)
-    assert sum("_arrays[" in term for term in guard._fast) == len(graph._last.plan.state_names)
-    assert guard.check() and guard._recheck()   # (the full check, generated when first needed)
+    # No module setting, registry entry or array fact on the hot path: the stamps stand for them.
+    hot = set(guard.hot_terms())
+    assert not any(guard.term(c) in hot for c in guard.conditions if c.about in ("module", "graph", "state"))
+    assert sum("_arrays[" in term for term in hot) == len(graph._last.plan.state_names)
+    assert len(hot) < len(guard) / 2
+    assert guard.check() and guard._recheck()   # (the full check, which a failed stamp runs)
+
+
+def test_the_lesson_guard_is_a_list_of_conditions_read_as_data(lesson_path):
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    graph = Train(model, flow.optim.SGD(model.parameters(), lr=0.1))
+    graph(flow.randn(2, 4), flow.randn(2, 4))
+    guard = graph._last.guard
+    assert guard.check() and guard.failures() == []
+    training = [c for c in guard.conditions if c.root is model[0].__dict__ and c.path == (("key", "training"),)]
+    assert len(training) == 1 and training[0].expected is True and training[0].holds()
+    model.eval()
+    assert not training[0].holds() and not guard.check()
+    assert "model.0.training is False, the plan was compiled for True (model.train()/eval() changed it)" \
+        in guard.failures()

@@ -237,10 +237,10 @@ def test_random_ctrl_c_during_training_never_leaves_a_half_applied_step(tmp_path
 
 
 def test_deferred_interrupt_holds_ctrl_c_until_the_block_ends():
-    from toynet.nn.graph_train import DeferredInterrupt
+    from toynet.utils.interrupts import defer_interrupts
     order = []
     with pytest.raises(KeyboardInterrupt):
-        with DeferredInterrupt():
+        with defer_interrupts():
             os.kill(os.getpid(), signal.SIGINT)
             for _ in range(1000):   # bytecodes run: the handler would have fired here
                 pass

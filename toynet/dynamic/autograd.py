@@ -75,8 +75,15 @@ class GradFn:
 def _mixed_float_error(fn: GradFn, leaf: Any, grad: Any, roots: Sequence[Any]) -> TypeError:
     """A float32 leaf was handed a float64 gradient: say where float64 came in and how to avoid it."""
     wanted, got = leaf.dtype.name, grad.dtype.name
-    other = [(i, x) for i, x in enumerate(fn.inputs)
-             if _is_tensor(x) and i not in fn.op.nondifferentiable and x.dtype is not leaf.dtype]
+
+    def foreign(record: GradFn) -> list:
+        return [(i, x) for i, x in enumerate(record.inputs or ())
+                if _is_tensor(x) and i not in record.op.nondifferentiable and x.dtype is not leaf.dtype]
+    other = foreign(fn)
+    # Follow the other dtype back to the op where it met this one's: there it came in with an input (data).
+    while other and other[0][1].grad_fn is not None and foreign(other[0][1].grad_fn):
+        fn = other[0][1].grad_fn
+        other = [(i, x) for i, x in foreign(fn) if x.grad_fn is None] or foreign(fn)
     where = (f"{fn.op.name} received input {other[0][0]} of shape {tuple(other[0][1].shape)} and dtype "
              f"{other[0][1].dtype.name} with this {wanted} tensor, so its output and every gradient through it "
              f"are {got}" if other else f"{got} values came in after {fn.op.name} (the loss is "
@@ -119,84 +126,48 @@ def post_order(roots: Iterable[Any], inputs_of: Callable[[Any], Iterable[Any]]) 
 
 
 def reverse_topological_order(roots: Sequence[GradFn]) -> list[GradFn]:
-    """All grad_fns reachable from ``roots``, each before every grad_fn that makes one of its inputs:
-    consumers before producers, the order backward needs: ``post_order(roots, <the grad_fns of a record's
-    inputs>)`` reversed. Backward asks on every call, so it is found cheaply: a stack of layers is a chain,
-    ordered as it is found (:func:`_chain_below`); other graphs take post_order's walk written out for
-    records (no callback and no list per record; the records themselves, hashed by identity, in the
-    seen-set instead of their ids)."""
-    if len(roots) == 1:
-        chain = _chain_below(roots[0])
-        if chain is not None:
-            return chain
-    order: list[GradFn] = []
-    seen: set[GradFn] = set()
-    stack: list[tuple[GradFn, bool]] = [(fn, False) for fn in roots]
-    while stack:
-        fn, inputs_done = stack.pop()
-        if inputs_done:
-            order.append(fn)
-        elif fn not in seen:
-            seen.add(fn)
-            stack.append((fn, True))
-            for x in fn.inputs or ():
-                child = getattr(x, "grad_fn", None)  # inputs may be Python numbers, hence getattr
-                if child is not None and child not in seen:
-                    stack.append((child, False))
+    """Every record reachable from ``roots``, each before the records that made its inputs: consumers before
+    producers, the order backward needs (``post_order`` of the records, reversed)."""
+    order = post_order(roots, lambda fn: [x.grad_fn for x in fn.inputs or () if getattr(x, "grad_fn", None)])
     order.reverse()
     return order
-
-
-def _chain_below(fn: GradFn) -> list[GradFn] | None:
-    """``fn`` and the records below it, if none has inputs made by two different records (a stack of layers,
-    the usual model): that chain is then the order, found without the walk's stack and seen-set. None if
-    the graph branches."""
-    chain = []
-    while fn is not None:
-        chain.append(fn)
-        below = None
-        for x in fn.inputs or ():
-            child = getattr(x, "grad_fn", None)
-            if child is not None and child is not below:
-                if below is not None:
-                    return None
-                below = child
-        fn = below
-    return chain
 
 
 def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool,
                  create_graph: bool, capture: Sequence[Any] | None = None,
                  on_vjp: Any = None) -> list[Any] | None:
-    """Propagate ``root_grads`` from ``roots`` to the leaves.
+    """Propagate ``root_grads`` from ``roots`` to the leaves: one walk, each record's vjp run once, after
+    every consumer of its output has added its share of the gradient.
 
-    Without ``capture``, gradients are accumulated into the ``.grad`` of every leaf that requires
-    grad (``loss.backward()``). With ``capture`` (a list of tensors), nothing is accumulated; the
-    gradient reaching each captured tensor is returned instead (``toynet.autograd.grad``).
-    ``on_vjp(fn)`` is told which record's vjp runs next (Graph mode names backward nodes after it).
+    Without ``capture``, gradients are accumulated into the ``.grad`` of every leaf that requires grad
+    (``loss.backward()``). With ``capture`` (a list of tensors), nothing is accumulated; the gradient
+    reaching each captured tensor is returned instead (``toynet.autograd.grad``). ``on_vjp(fn)`` is told
+    which record's vjp runs next (Graph mode names the backward nodes after it).
     """
-    # The dicts are keyed by the GradFn records themselves (hashed by identity), tensors by id (== on
-    # tensors compares values).
-    grads: dict[GradFn, Any] = {}        # grad_fn -> gradient of that grad_fn's output
-    leaf_grads: dict[int, Any] = {}      # id(leaf tensor) -> gradient, when capturing
-    # grad_fn -> its output tensor, for ops whose vjp reads the output (exp, softmax...). GradFn holds
-    # the output only weakly, and the consumer that kept it alive may already have been freed below, so
-    # hold it strongly here from the moment a gradient for it is known until its vjp has run.
+    grads: dict[GradFn, Any] = {}      # record -> the gradient of its output, summed so far
+    leaf_grads: dict[int, Any] = {}    # id(leaf) -> its gradient, when capturing (tensors compare by value)
+    # record -> its output, for ops whose vjp reads it (exp, softmax...): a record holds its output only
+    # weakly, so hold it here from the moment its gradient is known until its vjp has run.
     outputs: dict[GradFn, Any] = {}
-    for root, g in zip(roots, root_grads):
-        fn = root.grad_fn
-        if fn is None:
-            if capture is not None:
-                leaf_grads[id(root)] = _add(leaf_grads.get(id(root)), g)
-            elif root.requires_grad:
-                _accumulate_leaf(root, g, create_graph, adopted=None)  # the caller's tensor: always copied
-            continue
-        grads[fn] = _add(grads.get(fn), g)
-        if fn.output_ref is not None:
-            outputs[fn] = root
 
-    adopted: set[int] = set()   # arrays handed to a leaf as its .grad in this pass
-    captured_fns = {t.grad_fn: i for i, t in enumerate(capture) if t.grad_fn is not None} if capture else None
+    def receive(x: Any, g: Any, consumer: GradFn | None = None) -> None:
+        """Gradient ``g`` reaches tensor ``x`` (from the vjp of ``consumer``): add it to what the record that
+        made ``x`` has so far, or give it to the leaf."""
+        fn = x.grad_fn
+        if fn is not None:
+            grads[fn] = _add(grads.get(fn), g)
+            if fn.output_ref is not None:
+                outputs[fn] = x
+        elif capture is not None:
+            leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
+        elif x.requires_grad:
+            if consumer is not None and not g.is_lazy and g.dtype is not x.dtype:
+                raise _mixed_float_error(consumer, x, g, roots)
+            _accumulate_leaf(x, g, create_graph)
+
+    for root, g in zip(roots, root_grads):
+        receive(root, g)
+    captured = {t.grad_fn: i for i, t in enumerate(capture) if t.grad_fn is not None} if capture else {}
     results: list[Any] = [None] * len(capture or ())
 
     previous_mode, mode.grad_enabled = mode.grad_enabled, create_graph
@@ -205,45 +176,25 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
             grad = grads.pop(fn, None)
             if grad is None:
                 continue  # no path from the roots carries a gradient here
-            if captured_fns is not None and fn in captured_fns:
-                results[captured_fns[fn]] = grad
+            if fn in captured:
+                results[captured[fn]] = grad
             if fn.retains is not None:  # its output called retain_grad(): hand it the gradient
                 fn.retains(grad)
-            inputs = fn.inputs
-            if inputs is None:
+            if fn.inputs is None:
                 raise RuntimeError(
                     "backward through a graph a second time: its saved tensors were freed after the "
                     "first backward. Pass retain_graph=True to the first backward() to keep them.")
-            output = outputs.pop(fn, None) if fn.output_ref is not None else None
+            output = outputs.pop(fn, None)
             if fn.epoch != versions.clock:  # something was written in place since this op ran: was it saved here?
                 check_saved(fn, output)
             if on_vjp is not None:
                 on_vjp(fn)
-            attrs = fn.attrs  # (a call with **{} costs as much as the check)
-            input_grads = fn.op.vjp(grad, inputs, output, **attrs) if attrs else fn.op.vjp(grad, inputs, output)
-            for x, g in zip(inputs, input_grads):
-                if g is None or not getattr(x, "requires_grad", False):
-                    continue
-                if (g.array.shape != x.array.shape if g.node is None and x.node is None else g.shape != x.shape):
-                    raise RuntimeError(f"internal error: the vjp of {fn.op.name} returned a gradient of "
-                                       f"shape {tuple(g.shape)} for an input of shape {tuple(x.shape)}")
-                producer = x.grad_fn
-                if producer is not None:
-                    total = grads.get(producer)
-                    grads[producer] = g if total is None else total + g
-                    if producer.output_ref is not None:
-                        outputs[producer] = x
-                elif capture is not None:
-                    leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
-                elif g.node is None and x.grad is None and g.grad_fn is None and g.array.dtype is x.array.dtype \
-                        and g.array.flags.owndata and id(g.array) not in adopted:
-                    # The usual first gradient of a leaf: a fresh array a vjp made (see _accumulate_leaf).
-                    adopted.add(id(g.array))
-                    x.grad = g
-                else:
-                    if g.node is None and g.array.dtype is not x.array.dtype and g.array.dtype != x.array.dtype:
-                        raise _mixed_float_error(fn, x, g, roots)
-                    _accumulate_leaf(x, g, create_graph, adopted)
+            for x, g in zip(fn.inputs, fn.op.vjp(grad, fn.inputs, output, **fn.attrs)):
+                if g is not None and getattr(x, "requires_grad", False):
+                    if g.shape != x.shape:
+                        raise RuntimeError(f"internal error: the vjp of {fn.op.name} returned a gradient of shape "
+                                           f"{tuple(g.shape)} for an input of shape {tuple(x.shape)}")
+                    receive(x, g, fn)
             if not retain_graph:
                 fn.inputs = None
                 fn.output_ref = None
@@ -258,26 +209,20 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     return results
 
 
-def _add(total: Any, g: Any) -> Any:
-    return g if total is None else total + g
-
-
-def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool, adopted: set | None) -> None:
-    if not create_graph and g.grad_fn is not None:
+def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool) -> None:
+    if not create_graph:
         g = g.detach()
     if leaf.grad is None:
-        # A leaf owns its .grad, because users change it in place (zero_(), clipping). A fresh array a
-        # vjp made is adopted as it is; a copy is made only when the gradient is a view (sum's vjp hands
-        # back a read-only broadcast) or was already given to another leaf (a + b gives both the same).
-        if g.node is not None:
-            pass  # a lazy gradient (Graph mode) is a value in a graph, never written in place
-        elif adopted is None or id(g.array) in adopted or not backend.owns_memory(g.array):
-            g = g.clone()
-        else:
-            adopted.add(id(g.array))  # by array: detach() made a new Tensor around the same array
-        leaf.grad = g
+        # A leaf owns its .grad, which users change in place (zero_(), clipping): a copy, never an array
+        # the vjp may have given to another leaf too (a + b gives both the same gradient). A lazy gradient
+        # (Graph mode) is a value in a graph, never written in place.
+        leaf.grad = g if g.is_lazy else g.clone()
     else:
         leaf.grad = leaf.grad + g
+
+
+def _add(total: Any, g: Any) -> Any:
+    return g if total is None else total + g
 
 
 def _is_tensor(x: Any) -> bool:

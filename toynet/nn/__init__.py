@@ -6,3 +6,4 @@ from .parameter import Parameter  # noqa: F401
 from . import functional, init  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .graph import Graph  # noqa: F401,E402
+from . import fast  # noqa: E402,F401  (the fast path's replacements, swapped in by TOYNET_FAST=1)

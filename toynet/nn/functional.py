@@ -6,16 +6,19 @@ import operator
 from typing import Any
 
 from ..mode import call_with_grad_mode
-from ..ops import OPS
+from ..ops import OPS, ShapeError
 from ..dynamic.creation import ones, zeros
 from ..dynamic.tensor import Tensor, apply
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``x @ weight.T + bias`` as one op."""
-    if bias is None:
-        return apply(OPS["linear"], x, weight)
-    return apply(OPS["linear"], x, weight, bias)
+    """A fully connected layer: ``x @ weight.t() + bias``, with ``weight`` of shape (out, in)."""
+    if weight.ndim != 2 or not x.ndim or x.shape[-1] != weight.shape[1]:
+        raise ShapeError(f"linear: input of shape {tuple(x.shape)} does not fit weight of shape {tuple(weight.shape)}: "
+                         f"the input's last dimension must equal in_features = "
+                         f"{weight.shape[1] if weight.ndim == 2 else '?'}")
+    y = x @ weight.t()
+    return y if bias is None else y + bias
 
 
 def relu(x: Tensor, inplace: bool = False) -> Tensor:
@@ -43,7 +46,18 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def mse_loss(prediction: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    return apply(OPS["mse_loss"], prediction, target, reduction=reduction)
+    """The squared error ``(prediction - target)^2``, averaged (``"mean"``), summed (``"sum"``) or kept per
+    element (``"none"``). The shapes must match: a (N, 1) prediction against a (N,) target would broadcast
+    to (N, N) without a word."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ShapeError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if prediction.shape != target.shape:
+        raise ShapeError(f"mse_loss: input shape {tuple(prediction.shape)} and target shape {tuple(target.shape)} "
+                         "differ; they must match (reshape or flatten the prediction)")
+    squared = (prediction - target).square()
+    if reduction == "none":
+        return squared
+    return squared.sum() if reduction == "sum" else squared.mean()
 
 
 def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:

@@ -25,8 +25,9 @@ reads as the engine's stages, each in its own module::
                  whose guard still holds                                            (graph_guard, graph_cache)
     _compile     trace_step: build on lazy tensors, loss.backward(), the updates   (static.trace, graph_train)
                  optimize: the passes rewrite the traced graph                      (static.passes)
-                 Plan: the optimised graph becomes generated code                   (static.compile)
-    _run         plan.run on the input and state arrays; rebuild build()'s result   (static.arguments)
+                 compile_graph: the optimised graph becomes generated code          (static.compile)
+    _run         plan.run on the input and state arrays: exactly ``plan.source``;
+                 rebuild build()'s result around its output arrays                  (static.arguments)
 
 So the first call with given input shapes compiles and every call runs the plan. New input shapes
 compile again (OneFlow fails), and so does a call after something the plan took for granted changed
@@ -48,20 +49,20 @@ from collections import OrderedDict
 from typing import Any
 
 from .. import backend, mode
+from ..dynamic.tensor import Tensor
 from ..optim.optimizer import Optimizer
-from ..static.arguments import TENSOR, bake_numbers, flatten_call, leaf_kinds, signature, unflatten
+from ..static import compile as compiler
+from ..static import passes
+from ..static.arguments import bake_numbers, flatten_call, leaf_kinds, signature, unflatten
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
-from ..static.passes import optimize
 from ..static.serialize import save_graph
 from ..static.trace import STATIC_HINT, StateInfo, trace_step
-from ..dynamic.tensor import Tensor
+from . import graph_guard
 from .graph_cache import (CompiledGraph, GraphConfig, PlanCache, build_parameters, describe_inputs,
                           eviction_warning)
 from .graph_amp import GradScalerMixin, GraphModule, compile_options, scaled_build  # noqa: F401 (nn.graph.*)
-from .graph_call import MISS, repeat_call
 from .graph_debug import DebugPrinter
-from .graph_guard import guard_graph
 from .graph_outline import OutlineRecorder, build_outline
 from .graph_state import GraphStateMixin
 from .graph_trace import trace_function
@@ -78,8 +79,6 @@ class Graph(GraphStateMixin, GradScalerMixin):
     """
 
     _child_init_cnt: dict[str, int] = {}
-    #: The generated function that runs a repeat of the last call (see toynet.nn.graph_call), or None.
-    _repeat: Any = None
 
     def __init__(self) -> None:
         cls = type(self).__name__
@@ -92,7 +91,6 @@ class Graph(GraphStateMixin, GradScalerMixin):
         d["_optimizers"] = []
         d["_compiled"] = PlanCache()
         d["_last"] = None
-        d["_repeat"] = None
         d["_debug"] = DebugPrinter(self)
         d["_train_step"] = None
         d["_grad_scaler"] = None
@@ -190,7 +188,6 @@ class Graph(GraphStateMixin, GradScalerMixin):
     def _forget_plans(self) -> None:
         """Drop every compiled plan (the next call compiles anew)."""
         self._compiled.clear()
-        self.__dict__["_repeat"] = None
 
     def _toynet_save_(self, path: Any) -> None:
         """``toynet.save(graph, dir)``: export the compiled forward graph and its state for deployment."""
@@ -253,15 +250,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
     # ------------------------------------------------------------------------------ calling
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        repeat = self._repeat
-        if repeat is not None and not kwargs:   # the same tensors as the last call (a loop over fixed data)
-            try:
-                result = repeat(args)
-            except Exception as error:
-                self._run_failed(error)
-                raise
-            if result is not MISS:
-                return result
+        """Run one step: find (or compile) the plan for these arguments, then run it."""
         self._check_initialized()
         compiled, inputs = self._prepare(args, kwargs)
         self.__dict__["_last"] = compiled
@@ -277,8 +266,8 @@ class Graph(GraphStateMixin, GradScalerMixin):
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[CompiledGraph, list]:
         """Flatten the call, find the plan compiled for its signature whose guard holds, or compile one."""
         static = self.config.static_arguments
-        leaves, spec = flatten_call((args), kwargs, static, self._build_parameters() if static else ())
-        key = signature(leaves, spec)
+        leaves, spec = flatten_call(args, kwargs, static, self._build_parameters() if static else ())
+        key = (signature(leaves, spec), mode.fast)  # each path (lesson, fast) compiles plans of its own
         cache = self._compiled
         cache.limit = self.config.cache_limit
         compiled, failures = cache.lookup(key)
@@ -296,11 +285,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
                                    f"dropped the least recently used one, {old!r}.")
                 if cache.evictions == 1:
                     warnings.warn(eviction_warning(self._name, cache.limit), RuntimeWarning, stacklevel=3)
-        inputs = compiled.inputs(leaves)
-        # A call of tensors only: the next call with the very same tensors runs one generated function.
-        flat = not kwargs and all(type(a) is Tensor for a in args)
-        self.__dict__["_repeat"] = repeat_call(compiled, args, inputs, self._optimizers) if flat else None
-        return compiled, inputs
+        return compiled, compiled.inputs(leaves)
 
     def _build_parameters(self) -> tuple[str, ...]:
         """The names of build()'s parameters (to find the static arguments among positional ones)."""
@@ -338,17 +323,18 @@ class Graph(GraphStateMixin, GradScalerMixin):
         compile_start = time.perf_counter()
         debug.log(0, f"{debug.tag} start compiling plan and init graph runtime.")
         try:
-            optimized, reports = optimize(traced, self.config.disabled_passes, on_pass=debug.pass_logger(),
-                                          **compile_options(self))
-            plan = Plan(optimized)
+            optimized, reports = passes.optimize(traced, self.config.disabled_passes, on_pass=debug.pass_logger(),
+                                                 **compile_options(self))
+            plan = compiler.compile_graph(optimized)
         except Exception:
             print(f"[ERROR]{debug.tag} building plan got error.")
             raise
         debug.log(0, f"{debug.tag} end compiling plan and init graph rumtime.")
         debug.log(0, f"{debug.tag} compiling plan Done! Cost time: "
                      f"{round(time.perf_counter() - compile_start, 2)}s.\n")
+        guard = graph_guard.guard_graph(self, traced, states, plan.state_names)
         compiled = CompiledGraph(key, traced, optimized, reports, plan, states, record,
-                                 time.perf_counter() - start, guard_graph(self, traced, states, plan.state_names))
+                                 time.perf_counter() - start, guard)
         # The plan's own commit is one C call with NumPy. With Python work in it (a scheduler's step, another
         # array module's setitem), the graph commits, with Ctrl-C held off (toynet.nn.graph_train).
         if plan.device is not backend.CPU or any(b.lr_scheduler is not None for b in self._optimizers):
@@ -356,16 +342,15 @@ class Graph(GraphStateMixin, GradScalerMixin):
         return compiled
 
     def _run(self, compiled: CompiledGraph, inputs: list) -> Any:
+        """Feed the learning rates, run the plan on the call's arrays and the state arrays, and give build()'s
+        result back with the output arrays in it as tensors."""
         for binding in self._optimizers:
             binding.feed_learning_rates()
         plan = compiled.plan
-        # The state arrays as the guard checked them just now; the commit, unless the plan's own.
-        outputs = plan.run(inputs, compiled.guard.arrays, compiled.commit)
-        device = plan.device
-        spec = compiled.traced.output_structure
-        if spec == TENSOR:  # build() returned one tensor: the common case, without the tree walk
-            return Tensor.wrap(outputs[0], device)
-        return unflatten(spec, iter([Tensor.wrap(a, device) for a in outputs]))
+        states = [t.array for t in compiled.state_tensors]
+        outputs = plan.run(inputs, states, compiled.commit)
+        tensors = iter([Tensor.wrap(array, plan.device) for array in outputs])
+        return unflatten(compiled.traced.output_structure, tensors)
 
     def _states(self) -> dict[int, StateInfo]:
         """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads)."""

@@ -2,8 +2,8 @@
 
 * :func:`compile_options`: the optional passes a compilation runs (``graph.config.enable_amp(True)``:
   float16 matrix products; modules with ``activation_checkpointing``: recompute in backward), and
-  :func:`guard_features`, which makes the plan's guard check that they are still what it was compiled
-  with (toggling either compiles again).
+  :func:`settings_of`, which the plan's guard checks are still what it was compiled with (toggling either
+  compiles again).
 * :class:`GradScalerMixin`: ``graph.set_grad_scaler(scaler)``.
 * :func:`scaled_build`: build() with the loss scale as a state of the graph, by which the tracer
   multiplies backward's seed (``loss.backward()`` then differentiates S * loss).
@@ -21,13 +21,13 @@ from ..dynamic.amp import GradScaler
 from ..dynamic.functional import where
 from ..static.trace import Tracer
 from ..dynamic.tensor import Tensor
-from .graph_module import CHANGES, GraphModule, checkpointed_paths
+from .graph_module import GraphModule, checkpointed_paths
+from .module import CHANGES
 
 LOSS_SCALE = "System-Train-LossScale"
 GROWTH_TRACKER = "System-Train-LossScaleGrowthTracker"
 
-__all__ = ["GradScalerMixin", "GraphModule", "compile_options", "guard_features", "scaled_build",
-           "unscale_and_check"]
+__all__ = ["GradScalerMixin", "GraphModule", "compile_options", "scaled_build", "settings_of", "unscale_and_check"]
 
 
 def compile_options(graph: Any) -> dict:
@@ -35,21 +35,11 @@ def compile_options(graph: Any) -> dict:
     return {"amp": graph.config.amp_enabled, "checkpoint": checkpointed_paths(graph._modules)}
 
 
-def _features(graph: Any) -> tuple:
+def settings_of(graph: Any) -> dict:
+    """The graph's settings a compiled plan depends on: AMP, the checkpointed modules, the grad scaler's
+    settings (its guard checks they are still what they were, see toynet.nn.graph_guard)."""
     scaler = graph.__dict__.get("_grad_scaler")
-    return (compile_options(graph), scaler.settings() if scaler is not None else None)
-
-
-def guard_features(guard: Any, graph: Any) -> None:
-    """The plan holds only while AMP, the grad scaler's settings and the checkpointed modules are as
-    they were at compile time. Walking the modules costs a little, so it runs only when a setting
-    changed (the counter every setter bumps is the hot path's one test)."""
-    guard.stamp(f"{guard.name(CHANGES)}[0]", by_value=True)
-    baked = _features(graph)
-    guard.require(f"{guard.name(_features)}({guard.name(graph)}) == {guard.name(baked)}",
-                  lambda: f"AMP or activation checkpointing changed: the plan was compiled with amp="
-                          f"{baked[0]['amp']}, checkpointed modules {list(baked[0]['checkpoint'])}, grad scaler "
-                          f"{baked[1]}; now {_features(graph)}", stamped=True)
+    return {**compile_options(graph), "grad scaler": scaler.settings() if scaler is not None else None}
 
 
 class GradScalerMixin:

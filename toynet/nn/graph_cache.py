@@ -20,12 +20,12 @@ from collections import OrderedDict
 from typing import Any, Iterator
 
 from ..static.arguments import leaf_kinds
-from ..static.compile import Plan
-from ..static.passes import PASS_NAMES
+from ..static.compile import Plan, commit
+from ..static.ir import PASSES
 from ..static.ir import Graph as StaticGraph
 from ..dynamic.tensor import Tensor
 from .graph_guard import Guard
-from .graph_module import CHANGES as GRAPH_SETTING_CHANGES
+from .module import CHANGES
 from .graph_outline import OutlineRecorder
 
 
@@ -69,12 +69,12 @@ class GraphConfig:
         if not isinstance(mode, bool):
             raise TypeError(f"enable_amp() takes True or False, got {mode!r}")
         self.amp_enabled = mode
-        GRAPH_SETTING_CHANGES[0] += 1  # the compiled plans' guards recheck their settings
+        CHANGES[0] += 1  # the compiled plans' guards recheck their settings
 
     def enable_pass(self, name: str, enabled: bool = True) -> None:
         """Turn one optimisation pass off (or back on) for graphs compiled from now on."""
-        if name not in PASS_NAMES:
-            raise ValueError(f"unknown pass {name!r}; the passes are {', '.join(PASS_NAMES)}")
+        if name not in PASSES:
+            raise ValueError(f"unknown pass {name!r}; the passes are {', '.join(PASSES)}")
         if enabled:
             self.disabled_passes.discard(name)
         else:
@@ -128,13 +128,13 @@ class CompiledGraph:
         #: What the plan took for granted; ``guard.check()`` before every run.
         self.guard = guard
         # Which leaves of a call are fed to the plan: "T" a tensor's array, "N" a Python number, "V" none.
-        self._feed = [kind[0] for kind in leaf_kinds(key[0])]
+        self._feed = [kind[0] for kind in leaf_kinds(key[0][0])]  # key: ((spec, tensor metas), fast path?)
         self._numbers = "N" in self._feed
         #: The number inputs of the latest call (a saved graph keeps them as constants).
         self.numbers: list = []
-        #: What commits a step (see toynet.static.compile): None, the plan itself (one C call), or a function
-        #: of nn.Graph's that has Python work to add (a scheduler's step).
-        self.commit: Any = None
+        #: What commits a step (see toynet.static.compile.commit): the copy of every new state value, or a
+        #: function of nn.Graph's that has Python work to add (a scheduler's step).
+        self.commit: Any = commit
 
     def inputs(self, leaves: list) -> list:
         """What the plan is given for a call's leaves: tensors' arrays and the numbers that are inputs."""
@@ -148,7 +148,7 @@ class CompiledGraph:
         self.reports = self.record = None
 
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{tuple(s)} {d.name}" for s, d, _ in self.key[1])
+        shapes = ", ".join(f"{tuple(s)} {d.name}" for s, d, _ in self.key[0][1])
         return f"<CompiledGraph {self.plan.graph.name} for ({shapes})>"
 
 

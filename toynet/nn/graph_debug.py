@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import mode
-from ..static.passes.report import format_bytes
+from ..static.ir import format_bytes
 from .graph_outline import OutlineRecorder, io_entry, tensor_entry
 from .graph_pystack import capture, source_text, stack_text
 

@@ -8,21 +8,15 @@ Tracing runs ``build`` once and bakes into the plan everything Python saw then:
   settings (``p`` of a dropout, ``eps`` of a batch norm, ``reduction`` of a loss);
 * whether each parameter requires grad (only those get updates);
 * each optimizer's parameter groups, their hyper-parameters (``momentum``, ``weight_decay``, ``betas``...:
-  Python numbers in the traced update rule) and its state slots; only ``lr`` is fed in on every call.
+  Python numbers in the traced update rule) and its state slots; only ``lr`` is fed in on every call;
+* the graph's own settings: AMP, the grad scaler, the modules whose activations are checkpointed.
 
 A plan is right only while all of that still holds. ``torch.compile`` calls these checks *guards*; so
-does toynet. A :class:`Guard` is generated code too: one boolean expression of identity tests and
-comparisons, some twenty nanoseconds each, so checking it on every call costs well under a
-microsecond for a small model. Where several conditions can only change together, one *stamp* stands
-for them on the hot path: a state whose tensor still holds the very array it held at the last check
-cannot have a new shape, dtype or device, so ``t.array is <that array>`` is tested, and the full
-conditions only when it fails (after an eager step replaced the array, say), which then stamps the new
-array. Likewise the modules: every change made through ``nn.Module``'s methods (assigning an attribute
-or a parameter, ``register_buffer``, ``train()``/``eval()``, ``del``) adds one to
-``toynet.nn.module.CHANGES``, so the hot path only compares that count (and the number of each
-container's children, which ``del model[0]`` changes without a method of Module). When the guard
-fails, :meth:`Guard.failures` says in words which condition failed, and ``nn.Graph`` compiles a new
-plan (``graph.debug(1)`` prints why) instead of running stale code.
+does toynet. A :class:`Guard` is a list of :class:`Condition` s, each one fact written as data: reading a
+*path* from a *root* object (``model.__dict__["training"]``, ``len(optimizer.param_groups)``...) must give
+the value seen when compiling, equal to it or the very same object. Before every run the graph checks them
+all; when one fails, :meth:`Guard.failures` says in words which, and ``nn.Graph`` compiles a new plan
+(``graph.debug(1)`` prints why) instead of running stale code.
 
 Not guarded: values the plan copied in as constants (eager tensors ``build`` captured that are not
 parameters or buffers: register them as buffers) and Python state outside the modules and optimizers.
@@ -30,15 +24,160 @@ parameters or buffers: register them as buffers) and Python state outside the mo
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from ..dynamic.tensor import Tensor
-from .graph_amp import guard_features
-from .module import CHANGES, Module
+from .graph_amp import settings_of
+from .module import Module
 
 #: Types of settings compared by value (``==``); anything else is compared by identity.
 _PLAIN = (bool, int, float, str, type(None))
-_TERMS_PER_STATEMENT = 200   # the generated check is split into statements of this many terms
+
+
+class Condition(NamedTuple):
+    """One fact a plan took for granted: reading ``path`` from ``root`` gives ``expected``.
+
+    A path is a tuple of steps: ``("key", k)`` reads ``value[k]``, ``("attr", name)`` reads ``value.name``,
+    ``("len",)`` reads ``len(value)``, ``("call", arg)`` reads ``value(arg)``. ``same`` is ``"=="`` for plain
+    data and ``"is"`` for objects. ``about`` says what the fact concerns: ``"module"`` (a module's settings
+    and registries), ``"container"`` (how many children a module has: ``del model[0]`` changes that without
+    a method of Module), ``"state"`` (a state tensor's array), ``"parameter"``, ``"optimizer"``, ``"graph"``.
+    """
+
+    root: Any
+    path: tuple
+    expected: Any
+    same: str
+    about: str
+    why: Callable[[], str]
+
+    def read(self) -> Any:
+        value = self.root
+        for step in self.path:
+            if step[0] == "key":
+                value = value[step[1]]
+            elif step[0] == "attr":
+                value = getattr(value, step[1])
+            elif step[0] == "len":
+                value = len(value)
+            else:
+                value = value(step[1])
+        return value
+
+    def holds(self) -> bool:
+        try:
+            value = self.read()
+        except (KeyError, AttributeError, IndexError, TypeError):  # deleted since: it no longer holds
+            return False
+        return value is self.expected or (self.same == "==" and value == self.expected)
+
+
+class Guard:
+    """The conditions of one plan; :meth:`check` tests them all."""
+
+    def __init__(self, conditions: list[Condition]):
+        self.conditions = conditions
+
+    def __len__(self) -> int:
+        return len(self.conditions)
+
+    def check(self) -> bool:
+        return all(c.holds() for c in self.conditions)
+
+    def failures(self, limit: int = 3) -> list[str]:
+        """What no longer holds, in words (at most ``limit`` of them)."""
+        return [c.why() for c in self.conditions if not c.holds()][:limit]
+
+
+def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor], order: list[str]) -> Guard:
+    """The guard of a plan ``graph`` (an nn.Graph) just compiled: the states the plan reads (``traced``: the
+    traced graph, which says which are parameters; ``order``: the plan's state names), its modules, its
+    optimizers and its settings."""
+    parameters = {n.state_name for n in traced.states if n.state_kind == "parameter"}
+    return Guard(conditions_of(graph, [(name, states[name]) for name in order], parameters))
+
+
+def conditions_of(graph: Any, states: list[tuple[str, Tensor]], parameters: set[str]) -> list[Condition]:
+    """Everything a plan of ``graph`` depends on, as conditions (see the module's docstring)."""
+    found: list[Condition] = []
+
+    def require(root: Any, path: tuple, about: str, why: Callable[[Any, Any], str], same: str = "") -> None:
+        """Add: reading ``path`` from ``root`` still gives what it gives now (equal to it for plain data, else
+        the very same object, unless ``same`` says); ``why(now, then)`` says what changed."""
+        expected = Condition(root, path, None, "is", about, str).read()
+        same = same or ("==" if _plain(expected) else "is")
+        found.append(Condition(root, path, expected, same, about, lambda: why(_now(root, path), expected)))
+
+    for name, t in states:
+        require(t, (("attr", "array"), ("attr", "shape")), "state",
+                lambda now, then, n=name: f"{n} has shape {now}, the plan was compiled for {then} (its .data was replaced)")
+        require(t, (("attr", "array"), ("attr", "dtype")), "state",
+                lambda now, then, n=name: f"{n} has dtype {now}, the plan was compiled for {then}", same="==")
+        require(t, (("attr", "device"),), "state",
+                lambda now, then, n=name: f"{n} is on {now}, the plan was compiled for {then}")
+        if name in parameters:
+            require(t, (("attr", "requires_grad"),), "parameter",
+                    lambda now, then, n=name: f"{n}.requires_grad is {now}, the plan was compiled for {then}")
+
+    for path, module in _modules(graph._modules):
+        attributes = module.__dict__
+        for key, value in attributes.items():
+            if _plain(value):
+                what = "model.train()/eval() changed it" if key == "training" else "it was changed"
+                require(attributes, (("key", key),), "module", lambda now, then, p=path, k=key, w=what:
+                        f"{p}.{k} is {now}, the plan was compiled for {then!r} ({w})")
+        for kind, registry_name in (("parameter", "_parameters"), ("buffer", "_buffers"), ("submodule", "_modules")):
+            registry = attributes[registry_name]
+            require(registry, (("len",),), "container" if kind == "submodule" else "module",
+                    lambda now, then, p=path, k=kind: f"{p} has {now} {k}s, the plan was compiled with {then}")
+            for key in registry:
+                require(registry, (("key", key),), "module", lambda now, then, p=path, k=key, c=kind:
+                        f"{p}.{k} is {now}, not the {c} the plan was compiled with (it was replaced: the plan "
+                        "would keep using the old one)")
+
+    for i, binding in enumerate(graph._optimizers):
+        opt = binding.optimizer
+        label = f"optimizer {i} ({type(opt).__name__})"
+        require(opt, (("attr", "param_groups"), ("len",)), "optimizer",
+                lambda now, then, lb=label: f"{lb} has {now} parameter groups, the plan was compiled with {then}")
+        for k, group in enumerate(opt.param_groups):
+            require(opt, (("attr", "param_groups"), ("key", k)), "optimizer",
+                    lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} was replaced")
+            require(group, (("key", "params"), ("len",)), "optimizer",
+                    lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} has other parameters now")
+            for j in range(len(group["params"])):
+                require(group, (("key", "params"), ("key", j)), "optimizer",
+                        lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} has other parameters now")
+            for key in group:
+                if key not in ("params", "lr"):
+                    require(group, (("key", key),), "optimizer", lambda now, then, lb=label, k=k, key=key:
+                            f"{lb}'s {key} is {now} in parameter group {k}, the plan was compiled for {then!r} "
+                            "(only lr is fed in on every call; another hyper-parameter is part of the compiled "
+                            "update rule)")
+        require(opt, (("attr", "state"),), "optimizer",
+                lambda now, then, lb=label: f"{lb}'s state was replaced (load_state_dict)")
+        for p, slots in opt.state.items():
+            require(opt.state, (("key", p),), "optimizer",
+                    lambda now, then, lb=label: f"{lb}'s state of a parameter was replaced")
+            require(slots, (("len",),), "optimizer",
+                    lambda now, then, lb=label: f"{lb}'s state of a parameter has {now} slots, the plan read {then}")
+            for key in slots:
+                require(slots, (("key", key),), "optimizer",
+                        lambda now, then, lb=label, key=key: f"{lb}'s state slot {key!r} of a parameter was replaced")
+
+    require(settings_of, (("call", graph),), "graph", lambda now, then:
+            f"AMP or activation checkpointing changed: the plan was compiled with {then}; now {now}", same="==")
+    return found
+
+
+def _modules(modules: dict[str, Module]) -> Iterator[tuple[str, Module]]:
+    """Every module under the graph's, once, with its path."""
+    seen: set[int] = set()
+    for name, top in modules.items():
+        for path, module in top.named_modules(prefix=name):
+            if id(module) not in seen:
+                seen.add(id(module))
+                yield path, module
 
 
 def _plain(value: Any) -> bool:
@@ -47,241 +186,14 @@ def _plain(value: Any) -> bool:
     return type(value) is tuple and all(_plain(v) for v in value)
 
 
-class Guard:
-    """A list of conditions and, for each, how to say that it failed; :meth:`check` tests them all."""
-
-    def __init__(self) -> None:
-        #: The arrays of the states stamped with :meth:`stamp_array`, in order, as of the last check: what
-        #: the plan is given (kept here, it costs nothing to pass them on every call).
-        self.arrays: list = []
-        self._namespace: dict[str, Any] = {"_stamps": [], "_arrays": self.arrays}
-        self._names: dict[int, str] = {}
-        self._terms: list[tuple[str, Callable[[], str]]] = []
-        self._fast: list[str] = []          # the hot path: the terms no stamp stands for, and the stamps
-        self._stamps: list[str] = []        # the source each stamp is taken from
-        self.check: Callable[[], bool] = lambda: True
-
-    def __len__(self) -> int:
-        return len(self._terms)
-
-    def name(self, obj: Any) -> str:
-        """The name ``obj`` has in the generated code (the guard keeps a reference to it)."""
-        key = id(obj)
-        found = self._names.get(key)
-        if found is None:
-            found = self._names[key] = f"o{len(self._names)}"
-            self._namespace[found] = obj
-        return found
-
-    def require(self, expression: str, why: Callable[[], str], stamped: bool = False) -> None:
-        """Add a condition (Python source over :meth:`name` names) and what to say when it is false;
-        ``stamped``: a stamp (see :meth:`stamp`) stands for it on the hot path."""
-        self._terms.append((expression, why))
-        if not stamped:
-            self._fast.append(expression)
-
-    def stamp(self, source: str, by_value: bool = False) -> None:
-        """Test on the hot path only that ``source`` is the very object it was at the last full check (or
-        equal to it: ``by_value``); the conditions it stands for (added with ``stamped=True``) are checked
-        only when it is not."""
-        self._fast.append(f"{source} {'==' if by_value else 'is'} _stamps[{len(self._stamps)}]")
-        self._stamps.append(source)
-
-    def stamp_array(self, tensor: Tensor) -> None:
-        """:meth:`stamp` a state tensor's array into :attr:`arrays`."""
-        self._fast.append(f"{self.name(tensor)}.array is _arrays[{len(self.arrays)}]")
-        self.arrays.append(tensor.array)
-
-    def same(self, source: str, value: Any) -> str:
-        """Source testing that ``source`` still gives ``value``: by identity, or by value for plain data."""
-        if value is None or type(value) is bool:
-            return f"{source} is {value}"
-        if _plain(value):
-            v = self.name(value)
-            return f"({source} is {v} or {source} == {v})"
-        return f"{source} is {self.name(value)}"
-
-    def compile(self) -> None:
-        """Generate :meth:`check`: True when every condition holds (a missing key or attribute: False).
-        It tests the hot-path terms; if one fails, every condition, and stamps anew if they hold. (The
-        function testing every condition is generated only the first time it is needed.)"""
-        self._namespace["_recheck"] = self._recheck
-        self._namespace["_stamps"] = [eval(source, self._namespace) for source in self._stamps]  # noqa: S307
-        self._exec(_function("check", self._fast, "_recheck()"))
-        self.check = self._namespace["check"]
-
-    def hot_terms(self) -> list[str]:
-        """The hot path's terms (source over this guard's names): what :meth:`check` tests first."""
-        return list(self._fast)
-
-    def function(self, name: str, lines: list[str], names: dict[str, Any]) -> Callable:
-        """Compile ``lines`` (the source of ``def name(...)``, which may use :meth:`hot_terms`) with this
-        guard's names and ``names`` (kept by the function alone: the guard does not keep them alive)."""
-        namespace = {**self._namespace, **names}
-        self._exec(lines, namespace, f"<toynet {name}>")
-        return namespace[name]
-
-    def _exec(self, lines: list[str], namespace: dict | None = None, filename: str = "<toynet guard>") -> None:
-        code = compile("\n".join(lines) + "\n", filename, "exec")
-        exec(code, self._namespace if namespace is None else namespace)  # noqa: S102  (our own generated code)
-
-    def _recheck(self) -> bool:
-        if "full" not in self._namespace:
-            restamp = [f"    _stamps[{k}] = {source}" for k, source in enumerate(self._stamps)]
-            restamp += [f"    _arrays[{k}] = {t}.array" for k, t in enumerate(
-                term.split(".array is _arrays[")[0] for term in self._fast if ".array is _arrays[" in term)]
-            self._exec(_function("full", [t for t, _ in self._terms], "False")
-                       + ["def restamp():"] + (restamp or ["    pass"]))
-        if self._namespace["full"]():
-            self._namespace["restamp"]()
-            return True
-        return False
-
-    def failures(self, limit: int = 3) -> list[str]:
-        """What no longer holds, in words (at most ``limit`` of them)."""
-        found = []
-        for expression, why in self._terms:
-            try:
-                ok = eval(expression, self._namespace)  # noqa: S307  (our own generated expression)
-            except Exception:
-                ok = False
-            if not ok:
-                found.append(why())
-                if len(found) == limit:
-                    break
-        return found
-
-
-def _function(name: str, terms: list[str], otherwise: str) -> list[str]:
-    """``def name():`` returning True when all ``terms`` hold, else ``otherwise`` (also on an exception)."""
-    lines = [f"def {name}():", "    try:", "        pass"]
-    for start in range(0, len(terms), _TERMS_PER_STATEMENT):
-        chunk = "\n                and ".join(terms[start:start + _TERMS_PER_STATEMENT])
-        lines.append(f"        if not ({chunk}):\n            return {otherwise}")
-    return lines + ["    except Exception:", f"        return {otherwise}", "    return True"]
-
-
-# ------------------------------------------------------------------------------------------- building
-
-
-def _walk(modules: dict[str, Module]) -> Iterator[tuple[str, Module]]:
-    seen: set[int] = set()
-    stack = list(reversed(list(modules.items())))
-    while stack:
-        path, module = stack.pop()
-        if id(module) in seen:
-            continue
-        seen.add(id(module))
-        yield path, module
-        children = [(f"{path}.{k}", m) for k, m in module.__dict__["_modules"].items() if m is not None]
-        stack.extend(reversed(children))
-
-
-def _describe(value: Any) -> str:
+def _now(root: Any, path: tuple) -> str:
+    """What ``path`` reads from ``root`` now, for a message (``<deleted>`` if nothing)."""
+    try:
+        value = Condition(root, path, None, "is", "", str).read()
+    except (KeyError, AttributeError, IndexError, TypeError):
+        return "<deleted>"
     if isinstance(value, Tensor):
         return f"a tensor of shape {tuple(value.shape)}"
-    return repr(value)
-
-
-def guard_modules(guard: Guard, modules: dict[str, Module]) -> None:
-    """Each module's registries (the very parameters, buffers and submodules) and plain settings; on the
-    hot path, the count of module changes and the number of each module's children."""
-    guard.stamp(f"{guard.name(CHANGES)}[0]", by_value=True)
-    for path, module in _walk(modules):
-        attributes = module.__dict__
-        d = guard.name(attributes)
-        for key, value in attributes.items():
-            if _plain(value):
-                source = f"{d}[{key!r}]"
-                what = ("model.train()/eval() changed it" if key == "training" else "it was changed")
-                guard.require(guard.same(source, value), lambda p=path, k=key, v=value, a=attributes, w=what:
-                              f"{p}.{k} is {_describe(a.get(k, '<deleted>'))}, the plan was compiled for "
-                              f"{v!r} ({w})", stamped=True)
-        for kind, registry_name in (("parameter", "_parameters"), ("buffer", "_buffers"), ("submodule", "_modules")):
-            registry = attributes[registry_name]
-            r = guard.name(registry)
-            guard.require(f"len({r}) == {len(registry)}" if registry else f"not {r}",
-                          lambda p=path, r=registry, n=len(registry), k=kind:
-                          f"{p} has {len(r)} {k}s, the plan was compiled with {n}",
-                          stamped=not (kind == "submodule" and registry))
-            for key, value in registry.items():
-                guard.require(guard.same(f"{r}[{key!r}]", value), lambda p=path, k=key, v=value, r=registry, c=kind:
-                              f"{p}.{k} is {_describe(r.get(k, '<deleted>'))}, not the {c} the plan was "
-                              f"compiled with (it was replaced: the plan would keep using the old one)",
-                              stamped=True)
-
-
-def guard_states(guard: Guard, states: list[tuple[str, Tensor]], parameters: set[str]) -> None:
-    """Every state tensor the plan reads (``(name, tensor)`` in the plan's order): its array's shape, dtype
-    and device; requires_grad of parameters."""
-    for name, t in states:
-        v = guard.name(t)
-        array = t.array
-        shape, dtype = array.shape, array.dtype
-        guard.stamp_array(t)
-        guard.require(f"{v}.array.shape == {guard.name(shape)}", lambda n=name, t=t, s=shape:
-                      f"{n} has shape {tuple(t.array.shape)}, the plan was compiled for {tuple(s)} "
-                      "(its .data was replaced)", stamped=True)
-        dt = guard.name(dtype)
-        guard.require(f"({v}.array.dtype is {dt} or {v}.array.dtype == {dt})", lambda n=name, t=t, d=dtype:
-                      f"{n} has dtype {t.array.dtype}, the plan was compiled for {d}", stamped=True)
-        guard.require(f"{v}.device is {guard.name(t.device)}", lambda n=name, t=t, d=t.device:
-                      f"{n} is on {t.device}, the plan was compiled for {d}", stamped=True)
-        if name in parameters:
-            guard.require(f"{v}.requires_grad is {bool(t.requires_grad)}", lambda n=name, t=t, r=t.requires_grad:
-                          f"{n}.requires_grad is {t.requires_grad}, the plan was compiled for {r}")
-
-
-def guard_optimizers(guard: Guard, graph: Any, bindings: list, states: dict[str, Tensor]) -> None:
-    """The optimizers' groups, hyper-parameters (all but the fed ``lr``) and state slots."""
-    # (nn.Graph itself drops its plans when it gets another optimizer or remakes its step counter or
-    # learning-rate tensors: no guard is needed for those.)
-    for i, binding in enumerate(bindings):
-        opt = binding.optimizer
-        label = f"optimizer {i} ({type(opt).__name__})"
-        o = guard.name(opt)
-        groups = opt.param_groups
-        guard.require(f"len({o}.param_groups) == {len(groups)}", lambda o=opt, n=len(groups), lb=label:
-                      f"{lb} has {len(o.param_groups)} parameter groups, the plan was compiled with {n}")
-        for k, group in enumerate(groups):
-            gr = guard.name(group)
-            guard.require(f"{o}.param_groups[{k}] is {gr}", lambda lb=label, k=k:
-                          f"{lb}'s parameter group {k} was replaced")
-            params = group["params"]
-            guard.require(f"{gr}['params'] is {guard.name(params)} and len({gr}['params']) == {len(params)}",
-                          lambda lb=label, k=k: f"{lb}'s parameter group {k} has other parameters now")
-            for j, p in enumerate(params):
-                guard.require(f"{gr}['params'][{j}] is {guard.name(p)}", lambda lb=label, k=k:
-                              f"{lb}'s parameter group {k} has other parameters now")
-            for key, value in group.items():
-                if key in ("params", "lr"):
-                    continue
-                guard.require(guard.same(f"{gr}[{key!r}]", value), lambda lb=label, k=k, key=key, v=value, gp=group:
-                              f"{lb}'s {key} is {_describe(gp.get(key, '<deleted>'))} in parameter group {k}, "
-                              f"the plan was compiled for {v!r} (only lr is fed in on every call; another "
-                              "hyper-parameter is part of the compiled update rule)")
-        slots = opt.state
-        s = guard.name(slots)
-        guard.require(f"{o}.state is {s}", lambda lb=label: f"{lb}'s state was replaced (load_state_dict)")
-        for p, slot in slots.items():
-            sp = guard.name(slot)
-            size = f"len({sp}) == {len(slot)}" if slot else f"not {sp}"
-            guard.require(f"{s}[{guard.name(p)}] is {sp} and {size}", lambda lb=label:
-                          f"{lb}'s state of a parameter was replaced")
-            for key, t in slot.items():
-                guard.require(f"{sp}[{key!r}] is {guard.name(t)}", lambda lb=label, key=key:
-                              f"{lb}'s state slot {key!r} of a parameter was replaced")
-
-
-def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor], order: list[str]) -> Guard:
-    """The guard of a plan ``graph`` (an nn.Graph) just compiled: its modules, the states the plan reads
-    (``traced``: the traced graph, which says which are parameters; ``order``: the plan's state names),
-    its optimizers. ``guard.arrays`` are the state arrays for the plan."""
-    guard = Guard()
-    parameters = {n.state_name for n in traced.states if n.state_kind == "parameter"}
-    guard_states(guard, [(name, states[name]) for name in order], parameters)
-    guard_modules(guard, graph._modules)
-    guard_optimizers(guard, graph, graph._optimizers, states)
-    guard_features(guard, graph)
-    guard.compile()
-    return guard
+    if isinstance(value, Module):
+        return value._shallow_repr()
+    return repr(value) if isinstance(value, str) else str(value)

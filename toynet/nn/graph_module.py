@@ -11,7 +11,7 @@ module's own ``__dict__``. Both spellings work::
 
 A setting belongs to the module, so every graph that holds the module sees it, and changing it makes
 each graph compile again on its next call (the guard of a plan checks the settings it was compiled
-with; see :func:`guard_features`). What ``activation_checkpointing`` does to the compiled step is
+with; see :mod:`toynet.nn.graph_guard`). What ``activation_checkpointing`` does to the compiled step is
 the pass :mod:`toynet.static.passes.checkpoint`.
 """
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .module import CHANGES, Module
+
 _SETTINGS = "_graph_module_settings"  # the key, in a module's __dict__, of its Graph-mode settings
-#: Bumped on every change of a setting (one of the counters the plans' guards watch on every call).
-CHANGES = [0]
 
 
 class GraphModule:
@@ -83,3 +83,6 @@ def checkpointed_paths(modules: dict[str, Any]) -> tuple[str, ...]:
                     not any(path.startswith(p + ".") for p in paths):
                 paths.append(path)
     return tuple(paths)
+
+
+Module.graph_settings = GraphModule  # module.config is this view

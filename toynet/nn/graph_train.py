@@ -14,19 +14,18 @@ OneFlow's names, which ``graph.state_dict()`` uses too:
 
 A step is all or nothing: the plan computes every new value first and commits them together (see
 :mod:`toynet.static.compile`). When the commit has Python work of its own (a learning-rate scheduler's
-step), :class:`DeferredInterrupt` holds Ctrl-C off for the few microseconds it takes.
+step), :class:`~toynet.utils.interrupts.defer_interrupts` holds Ctrl-C off until it is done.
 """
 
 from __future__ import annotations
 
-import signal
-import threading
 from typing import Any, Callable
 
 from .. import backend
 from ..static.compile import commit
 from ..static.trace import Tracer
 from ..dynamic.tensor import Tensor
+from ..utils.interrupts import defer_interrupts
 from .graph_amp import unscale_and_check
 
 TRAIN_STEP = "System-Train-TrainStep"
@@ -40,9 +39,6 @@ class OptimizerBinding:
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         self.lr_tensors: list[Tensor] = []
-        #: The learning rates last copied into lr_tensors (one list, changed in place: a graph's repeat-call
-        #: function reads it, see toynet.nn.graph_call).
-        self.fed: list = []
 
     def lr_tensors_on(self, device: backend.Device) -> list[Tensor]:
         """The learning-rate tensors on ``device``, made again only if the groups or the device changed:
@@ -50,60 +46,19 @@ class OptimizerBinding:
         groups = self.optimizer.param_groups
         if len(self.lr_tensors) != len(groups) or (self.lr_tensors and self.lr_tensors[0].device != device):
             self.lr_tensors = [Tensor.from_data(float(g["lr"]), dtype=backend.float32, device=device) for g in groups]
-            self.fed[:] = [None] * len(groups)
         return self.lr_tensors
 
     def feed_learning_rates(self) -> None:
         """Copy each group's current ``lr`` (a scheduler may have changed it) into the plan's input."""
-        fed = self.fed
-        for i, group in enumerate(self.optimizer.param_groups):
-            lr = group["lr"]
-            if lr is not fed[i]:
-                self.lr_tensors[i].array[...] = lr
-                # Only a float is known not to change behind our back: anything else (a 0-d tensor, an array)
-                # is fed again on every call, so `fed` keeps None for it.
-                fed[i] = lr if type(lr) is float else None
-
-
-class DeferredInterrupt:
-    """``with DeferredInterrupt():`` a Ctrl-C (SIGINT) arriving inside the block is held and delivered when
-    the block ends, so the block runs whole: a training step's commit cannot be split by a
-    KeyboardInterrupt, which is then raised after it.
-
-    Only the main thread can set signal handlers, and only it receives Python's KeyboardInterrupt: in
-    another thread the block runs as it is (no interrupt can land in it there). A SIGINT handler that is
-    not a Python callable (ignored, or the C default that ends the process) is left alone too.
-    Installing a handler is a system call (several microseconds), which is why a plan's own commit, one
-    C call that no signal handler can interrupt, does without it.
-    """
-
-    __slots__ = ("_previous", "_received")
-
-    def __enter__(self) -> "DeferredInterrupt":
-        self._previous = self._received = None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGINT)
-            if callable(previous):
-                self._previous = previous
-                signal.signal(signal.SIGINT, self._hold)
-        return self
-
-    def _hold(self, signum: int, frame: Any) -> None:
-        self._received = (signum, frame)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._previous is None:
-            return
-        signal.signal(signal.SIGINT, self._previous)
-        if self._received is not None:
-            self._previous(*self._received)  # the default handler raises KeyboardInterrupt here
+        for tensor, group in zip(self.lr_tensors, self.optimizer.param_groups):
+            tensor.array[...] = group["lr"]
 
 
 def scheduled_commit(bindings: list[OptimizerBinding]) -> Callable[[tuple, tuple], None]:
     """The commit of a plan's step (``plan.run(..., commit)``) when it has Python work too: the new states,
     then each scheduler's step, with Ctrl-C held off until both are done (raised after them)."""
     def commit_step(targets: tuple, values: tuple) -> None:
-        with DeferredInterrupt():
+        with defer_interrupts():
             commit(targets, values)
             for binding in bindings:
                 if binding.lr_scheduler is not None:

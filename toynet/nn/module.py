@@ -19,11 +19,11 @@ from ..mode import no_grad
 from ..dynamic.tensor import Tensor
 from ..utils.interrupts import defer_interrupts
 from ..utils.loading import ShapeMismatch, prepared, unaliased
-from .graph_module import GraphModule
 from .parameter import Parameter
 
-#: How many times any module's attributes, registries or training mode changed through the methods
-#: below. A compiled nn.Graph checks its modules in full only when this moved (toynet.nn.graph_guard).
+#: How many times any module's attributes, registries, training mode or Graph-mode settings changed through
+#: the methods below (and nn.Graph's settings through theirs): a count the fast path's guard compares on
+#: every call instead of every module's settings (toynet.nn.fast.guard).
 CHANGES = [0]
 
 
@@ -56,6 +56,9 @@ class Module:
     """Base class of every layer and model. Subclasses call ``super().__init__()`` and define ``forward``."""
 
     training: bool
+    #: The view of a module's Graph-mode settings that OneFlow's ``module.config`` gives
+    #: (``toynet.nn.graph_module.GraphModule``, which registers itself here).
+    graph_settings: Any = None
 
     def __init__(self) -> None:
         object.__setattr__(self, "training", True)
@@ -127,8 +130,8 @@ class Module:
         for registry in ("_parameters", "_buffers", "_modules"):
             if registry in d and name in d[registry]:
                 return d[registry][name]
-        if name == "config":  # OneFlow's module.config.activation_checkpointing (toynet.nn.graph_module)
-            return GraphModule(self)
+        if name == "config" and Module.graph_settings is not None:  # module.config.activation_checkpointing
+            return Module.graph_settings(self)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:

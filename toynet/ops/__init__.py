@@ -11,6 +11,6 @@ from . import arithmetic, maths, piecewise, comparison, conversion  # noqa: F401
 from . import linalg, loss, norm, pool, random, reduce, shape  # noqa: F401
 from . import trigonometry, rounding  # noqa: F401  (later additions go last: OPS keeps its order)
 from . import cumulative  # noqa: F401  (ONNX's CumSum)
-from . import conv_fused  # noqa: F401  (ops only the compiler writes)
+from . import fast  # noqa: F401  (the fast path's ops: fused ones, and the convolutions only its passes write)
 from . import instance_norm, padding, upsample  # noqa: F401  (the style-transfer network's ops)
 from ._op import OPS, Op, ShapeError, register  # noqa: F401

@@ -1,6 +1,6 @@
 """What an op is: the single definition both designs (Eager ``Tensor`` and static ``Node``) run.
 
-An op is three rules about one mathematical function:
+An op is three rules about one mathematical function, and optionally a fourth:
 
 ``forward(xp, *args, **attrs)``
     computes the output array with the array module ``xp`` (NumPy or CuPy). ``args`` are arrays or
@@ -15,16 +15,16 @@ An op is three rules about one mathematical function:
 ``infer(*inputs, **attrs)``
     the shape rule: output ``(shape, dtype)`` from the inputs' shapes and dtypes alone. Graph mode
     uses it to trace without data; Eager mode uses it to explain a failure in toynet's own words.
+``decompose(*inputs, **attrs)`` (optional)
+    the same function written with simpler toynet ops: Graph mode traces that instead of the op.
 
-A few cheap ops also carry an optional ``emit`` rule: the line of code Graph mode's compiler writes
-for them instead of a call of ``forward`` (see :attr:`Op.emit`).
-
-Every op is registered by name in :data:`OPS`, which is how a saved graph finds its ops again.
+A few flags say what the passes and the memory planner may do with an op (``elementwise``, ``random``,
+``supports_out``...). Every op is registered by name in :data:`OPS`, which is how a saved graph finds its
+ops again.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Sequence
 
 from .. import backend
@@ -55,8 +55,6 @@ class Op:
     #: Without ``out=``, ``forward`` may return a *view* of its first input (reshape, transpose, slicing):
     #: the memory planner must keep the input's buffer alive as long as the view is read.
     may_alias_input: bool = False
-    #: The NumPy/CuPy ufunc this op is (``"add"``), so generated code can call ``xp.add`` directly.
-    ufunc: str = ""
     #: The output lives on another device than the inputs (``to_device``), named by ``attrs["device"]``.
     changes_device: bool = False
 
@@ -69,38 +67,10 @@ class Op:
     def infer(self, *inputs: Any, **attrs: Any) -> tuple[Shape, backend.DType]:
         raise NotImplementedError(f"op {self.name!r} has no shape rule")
 
-    #: Optional fourth rule, ``decompose(*inputs, **attrs)``: the same function written with simpler
-    #: toynet ops. Eager mode runs the op as one call (fewer Python calls); Graph mode traces the
-    #: decomposition instead, so constant folding, CSE and fusion can work across its pieces.
+    #: Optional fourth rule, ``decompose(*inputs, **attrs)``: the same function written with simpler toynet
+    #: ops. Graph mode traces the decomposition instead of the op, so that its passes can work across the
+    #: pieces (the fused ops of :mod:`toynet.ops.fast` have one).
     decompose: Any = None
-
-    #: Optional fifth rule, ``emit(args, inputs, out=None, **attrs)``: the op as one Python expression
-    #: in the code Graph mode compiles (``"v3.reshape((2000,))"``), for ops so cheap that calling
-    #: ``forward`` (one more Python call, attributes bound by ``functools.partial``) would cost more than
-    #: the work itself, which matters when arrays are small. ``args`` are the inputs' names in the
-    #: generated code (or literals' source), ``inputs`` the inputs themselves as the compiler knows
-    #: them (nodes with ``shape`` and ``dtype``; literal numbers as they are), ``out`` the name of the
-    #: array to write into, or None (a string; ``out.reshaped(shape)`` names the same memory seen with
-    #: another shape, or is None where that cannot be made in advance), and ``attrs`` the op's
-    #: attributes. Attributes go into the code through ``repr`` (``f"{shape!r}"``), never as raw text.
-    #: Return None where the expression does not apply: the plan then calls ``forward``, which gives
-    #: the same result. In the expression, ``xp`` names the array module.
-    emit: Any = None
-
-    #: Optional sixth rule, ``kernels(args, inputs, out=None, **attrs)``: other ways to compute the same
-    #: result, for Graph mode's compile-time kernel choice (``toynet.static.passes.kernels``). Same
-    #: arguments as ``emit``; returns ``{kernel name: expression}``, in which the first entry is what
-    #: ``emit`` writes and the others compute the same values another way (a BLAS product instead of a
-    #: NumPy reduction, say). Only candidates that fit the inputs are listed; ``{}`` when none does. The
-    #: compiler times each one on arrays of the real shapes and keeps the fastest, as cuDNN's benchmark
-    #: mode does. Expressions may name vectors of ones (see :func:`ones_name`).
-    kernels: Any = None
-
-    #: Optional seventh rule, ``algorithms(*inputs, **attrs)``: the values of the op's ``algorithm``
-    #: attribute that can compute these inputs, the usual one first (a channels-last depthwise convolution
-    #: runs per kernel tap, over padded rows, or as a matrix per channel). Graph mode's compile-time kernel
-    #: choice times each and sets the attribute on the node.
-    algorithms: Any = None
 
     def describe(self, **attrs: Any) -> str:
         """A short label with the attributes that matter, for graph printouts and pictures."""
@@ -109,11 +79,6 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
-
-
-def call_source(function: str, args: list[str], out: str | None = None) -> str:
-    """Source of a call in generated code: ``function(a, b)``, or ``function(a, b, out=buffer)``."""
-    return f"{function}({', '.join(args)}" + (f", out={out})" if out else ")")
 
 
 def _short(value: Any) -> str:
@@ -245,27 +210,6 @@ def full_reduction(xp: Any, value: Any) -> Any:
     """NumPy returns a scalar, not an array, when reducing over every axis; make it a 0-d array so
     every op output supports the same operations (in-place writes, ``out=``) on every array module."""
     return xp.asarray(value)
-
-
-def ones_name(n: int, dtype: str) -> str:
-    """The name generated code gives a vector of ``n`` ones of ``dtype`` (``_ones_float32_2000``): a sum
-    over axes is a matrix product with it, which BLAS runs several times faster than a NumPy reduction.
-    :func:`bind_ones` puts the vectors a piece of code names into its namespace, once."""
-    return f"_ones_{dtype}_{int(n)}"
-
-
-_ONES_NAME = re.compile(r"\b_ones_(float32|float64)_(\d+)\b")
-
-
-def bind_ones(code: str, namespace: dict, xp: Any) -> None:
-    """Make every ``_ones_<dtype>_<n>`` that ``code`` (an op's generated expression, never a comment
-    with a user's text in it) names, read-only on NumPy: nothing should write into a constant."""
-    for match in _ONES_NAME.finditer(code):
-        if match.group(0) not in namespace:
-            ones = xp.ones(int(match.group(2)), dtype=match.group(1))
-            if xp.__name__ == "numpy":  # (CuPy arrays have no read-only flag)
-                ones.flags.writeable = False
-            namespace[match.group(0)] = ones
 
 
 def require_float(op: str, x: Any) -> None:

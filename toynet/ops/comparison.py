@@ -15,7 +15,6 @@ class Maximum(Elementwise):
     """Elementwise ``max(a, b)``; the gradient goes to ``a`` where a >= b, else to ``b``."""
 
     name = "maximum"
-    ufunc = "maximum"
 
     def forward(self, xp, a, b, out=None):
         return xp.maximum(a, b, out=out)
@@ -32,7 +31,6 @@ class Minimum(Elementwise):
     """Elementwise ``min(a, b)``; the gradient goes to ``a`` where a <= b, else to ``b``."""
 
     name = "minimum"
-    ufunc = "minimum"
 
     def forward(self, xp, a, b, out=None):
         return xp.minimum(a, b, out=out)
@@ -93,10 +91,10 @@ def _where_dtype(a: Any, b: Any) -> backend.DType:
 class Comparison(Elementwise):
     """Comparisons and logic give bool tensors, through which no gradient flows."""
 
-    ufunc = ""
+    function = ""  # the NumPy/CuPy function it is: "less", "equal"...
 
     def forward(self, xp: Any, a: Any, b: Any, out: Any = None) -> Any:
-        return getattr(xp, self.ufunc)(a, b, out=out)
+        return getattr(xp, self.function)(a, b, out=out)
 
     def infer(self, *inputs: Any, **attrs: Any) -> tuple:
         return broadcast_shapes(self.name, *(shape_of(x) for x in inputs)), backend.bool_
@@ -105,17 +103,17 @@ class Comparison(Elementwise):
         return (None,) * len(inputs)
 
 
-def _comparison(op_name: str, ufunc: str, doc: str) -> None:
-    cls = type(op_name.capitalize(), (Comparison,), {"name": op_name, "ufunc": ufunc, "__doc__": doc})
+def _comparison(op_name: str, function: str, doc: str) -> None:
+    cls = type(op_name.capitalize(), (Comparison,), {"name": op_name, "function": function, "__doc__": doc})
     register(cls)
 
 
-for _name, _ufunc, _doc in [
+for _name, _function, _doc in [
     ("lt", "less", "``a < b``"), ("le", "less_equal", "``a <= b``"), ("gt", "greater", "``a > b``"),
     ("ge", "greater_equal", "``a >= b``"), ("eq", "equal", "``a == b``"), ("ne", "not_equal", "``a != b``"),
     ("logical_and", "logical_and", "``a & b`` on bools"), ("logical_or", "logical_or", "``a | b`` on bools"),
 ]:
-    _comparison(_name, _ufunc, _doc)
+    _comparison(_name, _function, _doc)
 
 
 @register

@@ -17,7 +17,6 @@ class Exp(Elementwise):
     """``exp(a)``; d/da = exp(a), which is the output: reuse it."""
 
     name = "exp"
-    ufunc = "exp"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -32,7 +31,6 @@ class Log(Elementwise):
     """``log(a)``; d/da = 1/a."""
 
     name = "log"
-    ufunc = "log"
 
     def forward(self, xp, a, out=None):
         return xp.log(a, out=out)
@@ -46,7 +44,6 @@ class Sqrt(Elementwise):
     """``sqrt(a)``; d/da = 1 / (2 sqrt(a))."""
 
     name = "sqrt"
-    ufunc = "sqrt"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -76,7 +73,6 @@ class Tanh(Elementwise):
     """``tanh(a)``; d/da = 1 - tanh(a)^2."""
 
     name = "tanh"
-    ufunc = "tanh"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -109,7 +105,6 @@ class Expm1(Elementwise):
     """``exp(a) - 1``, exact for tiny ``a`` where ``exp(a)`` rounds to 1; d/da = exp(a) = output + 1."""
 
     name = "expm1"
-    ufunc = "expm1"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -124,7 +119,6 @@ class Log1p(Elementwise):
     """``log(1 + a)``, exact for tiny ``a`` where ``1 + a`` rounds to 1; d/da = 1 / (1 + a)."""
 
     name = "log1p"
-    ufunc = "log1p"
 
     def forward(self, xp, a, out=None):
         return xp.log1p(a, out=out)
@@ -138,7 +132,6 @@ class Log2(Elementwise):
     """``log2(a)``; d/da = 1 / (a ln 2)."""
 
     name = "log2"
-    ufunc = "log2"
 
     def forward(self, xp, a, out=None):
         return xp.log2(a, out=out)
@@ -152,7 +145,6 @@ class Log10(Elementwise):
     """``log10(a)``; d/da = 1 / (a ln 10)."""
 
     name = "log10"
-    ufunc = "log10"
 
     def forward(self, xp, a, out=None):
         return xp.log10(a, out=out)
@@ -166,7 +158,6 @@ class Reciprocal(Elementwise):
     """``1 / a``; d/da = -1/a^2 = -output^2."""
 
     name = "reciprocal"
-    ufunc = "reciprocal"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -181,7 +172,6 @@ class Square(Elementwise):
     """``a * a``; d/da = 2a."""
 
     name = "square"
-    ufunc = "square"
 
     def forward(self, xp, a, out=None):
         return xp.square(a, out=out)

@@ -69,7 +69,6 @@ class Abs(Elementwise):
     """``|a|``; d/da = sign(a)."""
 
     name = "abs"
-    ufunc = "absolute"
 
     def forward(self, xp, a, out=None):
         return xp.abs(a, out=out)
@@ -83,7 +82,6 @@ class Sign(Elementwise):
     """``sign(a)``: -1, 0 or 1; its derivative is 0 almost everywhere, so no gradient flows."""
 
     name = "sign"
-    ufunc = "sign"
 
     def forward(self, xp, a, out=None):
         return xp.sign(a, out=out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
-from ._op import Op, ShapeError, full_reduction, ones_name, register, require_float, shape_of
+from ._op import Op, ShapeError, full_reduction, register, require_float, shape_of
 
 
 def reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
@@ -166,28 +166,6 @@ class All(_BoolReduction):
 
 
 @register
-class SumSquares(Op):
-    """Sum of the squares of all elements (the squared L2 norm), one pass; d/da = 2 a g."""
-
-    name = "sum_squares"
-
-    def forward(self, xp, a):
-        flat = a.reshape(-1)
-        return full_reduction(xp, xp.dot(flat, flat))
-
-    def infer(self, a):
-        require_float(self.name, a)
-        return (), a.dtype
-
-    def vjp(self, grad, inputs, output):
-        return (inputs[0] * (grad * 2.0),)
-
-    def emit(self, args, inputs, out=None):
-        flat = args[0] if len(shape_of(inputs[0])) == 1 else f"{args[0]}.reshape(-1)"
-        return f"xp.dot({flat}, {flat})"
-
-
-@register
 class SumTo(Op):
     """Sum ``a`` down to ``shape``: the inverse of broadcasting, and so the vjp of every broadcast.
 
@@ -200,13 +178,7 @@ class SumTo(Op):
     may_alias_input = True  # with nothing to sum and no out=, it returns its input
 
     def forward(self, xp, a, shape=(), out=None):
-        lead = a.ndim - len(shape)
-        if out is None and lead > 0 and shape and a.shape[lead:] == shape:
-            # Only leading dimensions to sum (a bias gradient): the sum has the shape asked for as it is, and
-            # is a fresh array (a full sum to () would be a NumPy scalar, hence `shape` not empty). The array's
-            # own method: xp.sum adds a layer of Python, which costs as much as summing 2000 numbers.
-            return a.sum(axis=tuple(range(lead)))
-        axes = _summed_axes(a.shape, shape)
+        axes = summed_axes(a.shape, shape)
         if not axes:
             if out is None:
                 return a.reshape(shape)
@@ -228,67 +200,8 @@ class SumTo(Op):
     def vjp(self, grad, inputs, output, shape=()):
         return (grad.expand(*inputs[0].shape),)
 
-    def emit(self, args, inputs, out=None, shape=()):
-        src = shape_of(inputs[0])
-        axes = _summed_axes(src, shape)
-        if not axes or out is None:
-            return None  # a reshape or copy, or no buffer to sum into: forward does those
-        if axes == tuple(range(len(src) - len(shape))):
-            # Only leading dimensions (a bias gradient): the sum has the output's shape as it is.
-            return f"{args[0]}.sum(axis={axes!r}, out={out})"
-        # Summed dimensions kept as 1s: write through a view of the buffer with that shape (made once,
-        # when compiling; None for a state's array, which only the call brings), then view it back.
-        kept = out.reshaped(reduced_shape(src, axes, keepdim=True))
-        if kept is None:
-            return None
-        return f"{args[0]}.sum(axis={axes!r}, keepdims=True, out={kept}).reshape({tuple(shape)!r})"
 
-    def kernels(self, args, inputs, out=None, shape=()):
-        """NumPy's reduction, or ("blas") a matrix product with a vector of ones: when the summed axes are
-        the leading (or trailing) ones, ``a`` seen as an (R, K) matrix sums to ``ones(R) @ a``, which BLAS
-        runs several times faster (a bias gradient, BatchNorm's sums in NHWC)."""
-        default = self.emit(args, inputs, out, shape=shape)
-        blas = blas_sum(args[0], inputs[0], _summed_axes(shape_of(inputs[0]), shape), tuple(shape), out)
-        return {"reduce": default, "blas": blas} if default is not None and blas is not None else {}
-
-
-def blas_sum(arg: str, a: Any, axes: tuple, shape: tuple, out: Any = None) -> str | None:
-    """Source summing ``a`` (named ``arg``) over ``axes`` into ``shape`` as one BLAS matrix-vector product
-    with a vector of ones, or None where that does not apply: the axes are neither the leading nor the
-    trailing ones, the dtype is not float32/float64, or ``out`` cannot be seen as a vector in advance."""
-    src = shape_of(a)
-    dtype = getattr(a.dtype, "name", "")
-    if not axes or dtype not in ("float32", "float64"):
-        return None
-    summed = 1
-    for axis in axes:
-        summed *= src[axis]
-    kept = 1
-    for d in shape:
-        kept *= d
-    if summed * kept == 0:
-        return None
-    ones = ones_name(summed, dtype)
-    if axes == tuple(range(len(axes))):          # leading axes: ones(R) @ a(R, K)
-        product = [ones, _as_matrix(arg, src, (summed, kept))]
-    elif axes == tuple(range(len(src) - len(axes), len(src))):   # trailing: a(K, R) @ ones(R)
-        product = [_as_matrix(arg, src, (kept, summed)), ones]
-    else:
-        return None
-    target = None
-    if out is not None:
-        target = str(out) if tuple(shape) == (kept,) else out.reshaped((kept,))
-        if target is None:
-            return None
-    code = f"xp.dot({', '.join(product)}" + (f", out={target})" if target else ")")
-    return code if tuple(shape) == (kept,) else f"{code}.reshape({tuple(shape)!r})"
-
-
-def _as_matrix(arg: str, shape: tuple, matrix: tuple) -> str:
-    return arg if tuple(shape) == matrix else f"{arg}.reshape({matrix!r})"
-
-
-def _summed_axes(src: tuple, shape: tuple) -> tuple:
+def summed_axes(src: tuple, shape: tuple) -> tuple:
     """The axes of ``src`` that summing down to ``shape`` adds up: the leading ones broadcasting added,
     and those that are 1 in ``shape`` but not in ``src``."""
     lead = len(src) - len(shape)

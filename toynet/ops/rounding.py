@@ -23,7 +23,6 @@ class Floor(Rounding):
     """The largest integer <= a."""
 
     name = "floor"
-    ufunc = "floor"
 
     def forward(self, xp, a, out=None):
         return xp.floor(a, out=out)
@@ -34,7 +33,6 @@ class Ceil(Rounding):
     """The smallest integer >= a."""
 
     name = "ceil"
-    ufunc = "ceil"
 
     def forward(self, xp, a, out=None):
         return xp.ceil(a, out=out)
@@ -46,7 +44,6 @@ class Round(Rounding):
     upwards when many rounded values are summed."""
 
     name = "round"
-    ufunc = "rint"
 
     def forward(self, xp, a, out=None):
         return xp.rint(a, out=out)
@@ -57,7 +54,6 @@ class Trunc(Rounding):
     """The integer part: rounds towards zero (-1.7 -> -1)."""
 
     name = "trunc"
-    ufunc = "trunc"
 
     def forward(self, xp, a, out=None):
         return xp.trunc(a, out=out)

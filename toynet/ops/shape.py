@@ -32,9 +32,6 @@ class Reshape(Op):
         # The op itself: the input's shape needs none of Tensor.reshape's argument handling (a third of the cost).
         return (apply(self, grad, shape=tuple(inputs[0].shape)),)
 
-    def emit(self, args, inputs, out=None, shape=()):
-        return f"{args[0]}.reshape({tuple(shape)!r})"
-
 
 @register
 class Permute(Op):
@@ -58,9 +55,6 @@ class Permute(Op):
             inverse[d] = i
         return (grad.permute(*inverse),)
 
-    def emit(self, args, inputs, out=None, dims=()):
-        return f"{args[0]}.transpose({tuple(dims)!r})"
-
 
 @register
 class BroadcastTo(Op):
@@ -82,9 +76,6 @@ class BroadcastTo(Op):
 
     def vjp(self, grad, inputs, output, shape=()):
         return (grad.sum_to(inputs[0].shape),)
-
-    def emit(self, args, inputs, out=None, shape=()):
-        return f"xp.broadcast_to({args[0]}, {tuple(shape)!r})"
 
 
 def _resolve_index(xp: Any, index: tuple, tensors: tuple) -> tuple:

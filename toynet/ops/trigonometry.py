@@ -16,7 +16,6 @@ class Sin(Elementwise):
     """``sin(a)``; d/da = cos(a)."""
 
     name = "sin"
-    ufunc = "sin"
 
     def forward(self, xp, a, out=None):
         return xp.sin(a, out=out)
@@ -30,7 +29,6 @@ class Cos(Elementwise):
     """``cos(a)``; d/da = -sin(a)."""
 
     name = "cos"
-    ufunc = "cos"
 
     def forward(self, xp, a, out=None):
         return xp.cos(a, out=out)
@@ -44,7 +42,6 @@ class Tan(Elementwise):
     """``tan(a)``; d/da = 1 / cos(a)^2 = 1 + tan(a)^2, which reuses the output."""
 
     name = "tan"
-    ufunc = "tan"
     saves_output = True
 
     def forward(self, xp, a, out=None):
@@ -59,7 +56,6 @@ class Asin(Elementwise):
     """``arcsin(a)`` for -1 <= a <= 1; d/da = 1 / sqrt(1 - a^2)."""
 
     name = "asin"
-    ufunc = "arcsin"
 
     def forward(self, xp, a, out=None):
         return xp.arcsin(a, out=out)
@@ -74,7 +70,6 @@ class Acos(Elementwise):
     """``arccos(a)`` for -1 <= a <= 1; d/da = -1 / sqrt(1 - a^2) (acos = pi/2 - asin)."""
 
     name = "acos"
-    ufunc = "arccos"
 
     def forward(self, xp, a, out=None):
         return xp.arccos(a, out=out)
@@ -89,7 +84,6 @@ class Atan(Elementwise):
     """``arctan(a)``; d/da = 1 / (1 + a^2), defined everywhere."""
 
     name = "atan"
-    ufunc = "arctan"
 
     def forward(self, xp, a, out=None):
         return xp.arctan(a, out=out)
@@ -104,7 +98,6 @@ class Sinh(Elementwise):
     """``sinh(a)``; d/da = cosh(a)."""
 
     name = "sinh"
-    ufunc = "sinh"
 
     def forward(self, xp, a, out=None):
         return xp.sinh(a, out=out)
@@ -118,7 +111,6 @@ class Cosh(Elementwise):
     """``cosh(a)``; d/da = sinh(a)."""
 
     name = "cosh"
-    ufunc = "cosh"
 
     def forward(self, xp, a, out=None):
         return xp.cosh(a, out=out)
@@ -132,7 +124,6 @@ class Asinh(Elementwise):
     """``arsinh(a)``; d/da = 1 / sqrt(a^2 + 1)."""
 
     name = "asinh"
-    ufunc = "arcsinh"
 
     def forward(self, xp, a, out=None):
         return xp.arcsinh(a, out=out)
@@ -147,7 +138,6 @@ class Acosh(Elementwise):
     """``arcosh(a)`` for a >= 1; d/da = 1 / sqrt(a^2 - 1)."""
 
     name = "acosh"
-    ufunc = "arccosh"
 
     def forward(self, xp, a, out=None):
         return xp.arccosh(a, out=out)
@@ -162,7 +152,6 @@ class Atanh(Elementwise):
     """``artanh(a)`` for -1 < a < 1; d/da = 1 / (1 - a^2)."""
 
     name = "atanh"
-    ufunc = "arctanh"
 
     def forward(self, xp, a, out=None):
         return xp.arctanh(a, out=out)

@@ -6,3 +6,4 @@ from . import lr_scheduler  # noqa: F401
 from .adam import Adam  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
 from .sgd import SGD  # noqa: F401
+from . import fast  # noqa: E402,F401  (the fast path's replacements, swapped in by TOYNET_FAST=1)

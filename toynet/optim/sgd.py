@@ -6,12 +6,9 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from ..dynamic.creation import zeros, zeros_like
-from ..ops import OPS
-from ..dynamic.tensor import Tensor, apply
+from ..dynamic.tensor import Tensor
 from . import hyper as checks
 from .optimizer import Optimizer
-
-_SUB_SCALED = OPS["sub_scaled"]  # param - lr * d as one op (Graph mode traces the two ops it stands for)
 
 
 class SGD(Optimizer):
@@ -65,12 +62,17 @@ class SGD(Optimizer):
         return state
 
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict, lr: Any) -> tuple[Tensor, dict]:
+        d, new_state = self.direction(param, grad, state, group)
+        return param - lr * d, new_state
+
+    def direction(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> tuple[Tensor, dict]:
+        """The step's direction ``d`` (the update is ``param - lr * d``) and the new state."""
         momentum, dampening = group["momentum"], group["dampening"]
         d = grad
         if group["weight_decay"] != 0:
             d = d + group["weight_decay"] * param
         if momentum == 0:
-            return apply(_SUB_SCALED, param, d, lr), state
+            return d, state
         if "momentum_buffer" not in state:  # momentum was switched on after the first step
             state = self._fresh_state(param, group)
         new_state = dict(state)
@@ -79,10 +81,8 @@ class SGD(Optimizer):
             not_first = state["step"].clamp(max=1.0)
             buf = momentum * state["momentum_buffer"] + (1 - dampening * not_first) * d
             new_state["step"] = state["step"] + 1
-        elif dampening == 0:
-            buf = momentum * state["momentum_buffer"] + d  # (skip a multiplication by 1: a full pass)
         else:
             buf = momentum * state["momentum_buffer"] + (1 - dampening) * d
         new_state["momentum_buffer"] = buf
         d = d + momentum * buf if group["nesterov"] else buf
-        return apply(_SUB_SCALED, param, d, lr), new_state
+        return d, new_state

@@ -12,12 +12,17 @@ where every node comes after its inputs, plus three lists that give the program 
 
 It prints as text, one node a line, like a jaxpr or a torch.fx graph::
 
-    %model.0-linear-0 : f32[20, 1] = linear(%x, %model.0.weight, %model.0.bias)   # poly.py:41 in forward
+    %model.0-matmul-1 : f32[20, 1] = matmul(%x, %model.0-permute-0)   # poly.py:41 in forward
+
+A *pass* rewrites a graph into another (:mod:`toynet.static.passes`): it works on a copy, so the graph
+before it stays to be printed or drawn, and says what it changed in a :class:`PassReport`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
 
 from ..backend import Device, DType
 
@@ -49,7 +54,7 @@ class Node:
             or ``"system"`` value (the train step).
         value: for constant nodes, the array.
         kernel: for op nodes, which of the op's ``kernels`` computes it (chosen by timing when compiling,
-            :mod:`toynet.static.passes.kernels`); ``""``: the op's usual code.
+            :mod:`toynet.static.passes.fast.kernels`); ``""``: the op's usual code.
     """
 
     __slots__ = ("name", "kind", "op", "inputs", "attrs", "shape", "dtype", "device", "phase", "scope",
@@ -140,6 +145,26 @@ class Graph:
         node.name = self.unique_name(node.name)
         self.nodes.append(node)
         return node
+
+    def rewrite(self, replace: Callable[[Node], "Node | None"]) -> dict[int, Node]:
+        """Walk the nodes in order and let ``replace(node)`` say what becomes of each: the node itself (kept),
+        another node (its readers, the outputs and the updates read that one instead: a new node takes its
+        place, an earlier one is simply shared), or None (dropped: nothing may read it). Each node is shown
+        with its inputs already replaced. Returns ``id(old) -> new`` of what was replaced."""
+        replaced: dict[int, Node] = {}
+        kept: list[Node] = []
+        placed: set[int] = set()
+        for node in self.nodes:
+            node.redirect_inputs(replaced)
+            new = replace(node)
+            if new is not node and new is not None:
+                replaced[id(node)] = new
+            if new is not None and id(new) not in placed:
+                kept.append(new)
+                placed.add(id(new))
+        self.nodes = kept
+        self.redirect_roots(replaced)
+        return replaced
 
     # ------------------------------------------------------------------------------- queries
 
@@ -241,3 +266,90 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self.inputs)} inputs, {self.count_ops()} ops, {len(self.outputs)} outputs>"
+
+
+# ------------------------------------------------------------------------------------------- passes
+
+
+@dataclass
+class PassReport:
+    """What one pass did: the graphs before and after, and which nodes it removed, folded, merged or fused."""
+
+    name: str
+    before: Graph
+    after: Graph
+    removed: list[str] = field(default_factory=list)
+    folded: list[str] = field(default_factory=list)
+    merged: dict[str, str] = field(default_factory=dict)       # removed duplicate -> the node kept
+    fused: dict[str, list[str]] = field(default_factory=dict)  # new fused node -> the nodes it replaced
+    kernels: dict[str, str] = field(default_factory=dict)      # node -> the kernel chosen, and the timings
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ops_before(self) -> int:
+        return self.before.count_ops()
+
+    @property
+    def ops_after(self) -> int:
+        return self.after.count_ops()
+
+    def summary(self) -> str:
+        parts = [f"{self.name}: {self.ops_before} -> {self.ops_after} ops"]
+        if self.removed:
+            parts.append(f"removed {len(self.removed)}")
+        if self.folded:
+            parts.append(f"folded {len(self.folded)}")
+        if self.merged:
+            parts.append(f"merged {len(self.merged)}")
+        if self.fused:
+            parts.append(f"fused {sum(len(v) for v in self.fused.values())} ops into {len(self.fused)} kernels")
+        parts.extend(self.notes)
+        return ", ".join(parts) + f" ({self.seconds * 1000:.1f} ms)"
+
+    def details(self) -> str:
+        """Every change, one a line (what ``graph.debug(3)`` prints with the before/after texts)."""
+        lines = [self.summary()]
+        lines += [f"  removed  %{n}" for n in self.removed]
+        lines += [f"  folded   %{n} into a constant" for n in self.folded]
+        lines += [f"  merged   %{a} into %{b}" for a, b in self.merged.items()]
+        lines += [f"  fused    %{k} <- " + ", ".join(f"%{n}" for n in v) for k, v in self.fused.items()]
+        lines += [f"  kernel   %{k}: {v}" for k, v in self.kernels.items()]
+        return "\n".join(lines)
+
+
+Pass = Callable[[Graph], "tuple[Graph, PassReport]"]
+
+#: Every pass by name, the fast path's too: ``graph.config.enable_pass(name)`` checks names against it.
+PASSES: dict[str, Pass] = {}
+
+
+def graph_pass(name: str) -> Callable[[Callable[..., Graph]], Pass]:
+    """Decorator: ``run(graph, report) -> graph``, which rewrites its own copy of a graph and fills the report,
+    becomes the pass ``name``, ``pass(graph) -> (new graph, report)``, registered in :data:`PASSES`. (Extra
+    keyword arguments of the pass are handed to ``run``.)"""
+    def make(run: Callable[..., Graph]) -> Pass:
+        def graph_pass(graph: Graph, **options: Any) -> tuple[Graph, PassReport]:
+            return timed(name, lambda copy, report: run(copy, report, **options), graph)
+        graph_pass.__name__, graph_pass.__qualname__, graph_pass.__doc__ = run.__name__, run.__qualname__, run.__doc__
+        graph_pass.name = name  # type: ignore[attr-defined]
+        PASSES[name] = graph_pass
+        return graph_pass
+    return make
+
+
+def timed(name: str, fn: Callable[[Graph, PassReport], Graph], graph: Graph) -> tuple[Graph, PassReport]:
+    """Run ``fn`` on a copy of ``graph``, filling and timing a report."""
+    start = time.perf_counter()
+    report = PassReport(name, before=graph, after=graph)
+    after = fn(graph.copy(), report)
+    report.after = after
+    report.seconds = time.perf_counter() - start
+    return after, report
+
+
+def format_bytes(nbytes: int) -> str:
+    """A size the way the reports print it: ``1.2 MB``, ``0.3 kB``, ``12 B``."""
+    if nbytes >= 1e6:
+        return f"{nbytes / 1e6:.1f} MB"
+    return f"{nbytes / 1e3:.1f} kB" if nbytes >= 1e3 else f"{nbytes} B"

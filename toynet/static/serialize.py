@@ -27,7 +27,7 @@ from .arguments import unflatten
 from .compile import Plan
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from .passes import optimize
-from .passes.dce import live_nodes
+from .passes.simplify import live_nodes
 from .validate import MAX_SOURCE, CheckedGraph, Ref, check_graph
 
 KIND = "graph"

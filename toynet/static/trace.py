@@ -23,22 +23,25 @@ numbers alone give numbers again.
 :func:`trace_step` traces one whole step with a Tracer: the call's inputs, ``build`` (forward, and the
 backward ops ``loss.backward()`` appends), its outputs, then the optimizer's updates, which the caller
 records through :meth:`Tracer.update` and :meth:`Tracer.scope`. ``nn.Graph`` calls it, then optimises
-the traced graph (toynet.static.passes) and compiles it into a plan (toynet.static.compile).
+the traced graph (toynet.static.passes) and compiles it into a plan (toynet.static.fast.compile).
 """
 
 from __future__ import annotations
 
 import contextlib
+import linecache
+import os
+import sys
+from types import FrameType
 from typing import Any, Callable, Iterator
 
-from ..dynamic import autograd
 from .. import backend, mode
+from ..dynamic import autograd
 from ..dynamic.autograd import GradFn
-from ..ops import OPS, ShapeError
 from ..dynamic.tensor import Tensor
+from ..ops import OPS, ShapeError
 from .arguments import flatten, graph_inputs, unflatten
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
-from .source import user_source
 
 #: How to make a number argument a constant of the plan (said wherever build() needs its value).
 STATIC_HINT = ("Declare that argument static, e.g. self.config.set_static_arguments('name') in the graph's "
@@ -374,7 +377,16 @@ def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict
     try:
         args, kwargs = unflatten(spec, iter(graph_inputs(tracer, leaves, spec, on_input)))
         with autograd.enable_grad():
-            result = build(*args, **kwargs)
+            try:
+                result = build(*args, **kwargs)
+            except ShapeError as error:   # raised by Python code in build (an op's own are said where already)
+                if "while tracing nn.Graph" in str(error):
+                    raise
+                deepest = error.__traceback__
+                while deepest.tb_next is not None:
+                    deepest = deepest.tb_next
+                raise ShapeError(f"{error}\n  while tracing nn.Graph {name}, at {user_source(frame=deepest.tb_frame)}"
+                                 ) from None
         # Each tensor of build()'s result is a graph output; the spec rebuilds the result around them.
         outputs, graph.output_structure = flatten(result)
         for i, out in enumerate(o for o in outputs if isinstance(o, Tensor)):
@@ -389,6 +401,27 @@ def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict
     finally:
         mode.set_tracer(previous)
     return graph, dict(tracer.state_tensors)
+
+
+# --------------------------------------------------------------------------------- the user's line
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_source(max_frames: int = 1, frame: FrameType | None = None) -> str:
+    """Where the user's code called into toynet (from ``frame``, by default the caller's): the innermost
+    ``max_frames`` frames outside the toynet package, as ``file.py:12 in forward: y = self.fc(x)``."""
+    frame = frame or sys._getframe(1)
+    found = []
+    while frame is not None and len(found) < max_frames:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(PACKAGE_DIR + os.sep) and not filename.startswith("<frozen"):
+            line = linecache.getline(filename, frame.f_lineno).strip()
+            # A notebook cell's code lives in a temporary file named by a hash: call it what it is.
+            where = "cell" if "ipykernel_" in filename else os.path.basename(filename)
+            found.append(f"{where}:{frame.f_lineno} in {frame.f_code.co_name}: {line}")
+        frame = frame.f_back
+    return " <- ".join(found)
 
 
 __all__ = ["Tracer", "StateInfo", "trace_step", "user_source", "OPS"]

@@ -37,7 +37,8 @@ read a big network by its blocks. Example::
     >>> drawing = flow.viz.draw(graph)             # every op, in clusters model, model.0, model.1, model.2
     >>> "model.0: Linear(in_features=3, out_features=4, bias=True)" in drawing.source
     True
-    >>> "3 ops" in flow.viz.draw(graph, depth=1).source   # the model as one box
+    >>> box = flow.viz.draw(graph, depth=1).source      # the model as one box: "model: ... 6 ops"
+    >>> " ops" in box and "model.0:" not in box
     True
 
 The picture is made in three steps, each in its own module: :mod:`~toynet.viz.module_layout` places the

@@ -36,6 +36,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from .. import backend, nn
+from ..mode import set_fast_path
 from ..dynamic import functional
 from ..dynamic.creation import ones, randint, randn, tensor, zeros
 from ..optim import SGD
@@ -192,19 +193,20 @@ def linear_train_graph(*disabled_passes: str) -> nn.Graph:
 
 
 def static_graph_figures(out: Path) -> list[Path]:
-    """The poly-fit training graph by module, and what two passes did to it: scalar reassociation, and fusion
-    (on the graph compiled without reassociation, which leaves the poly fit's updates nothing to fuse)."""
+    """The poly-fit training graph by module and what fusion did to it (the lesson path), and what the fast
+    path's scalar reassociation does to the same step."""
     graph = linear_train_graph()
     paths = [_write_png(out / "static_graph.png", to_png(draw(graph), MAX_PNG))]
-    scalars = next(r for r in graph.passes if r.name == "ReassociateScalars")
-    drawing = draw_pass(scalars, title=f"ReassociateScalars: {scalars.ops_before} -> {scalars.ops_after} ops "
-                                       "(2 * lr once; each update one subtraction)")
-    paths.append(_write_png(out / "passes_scalars.png", to_png(drawing, MAX_PNG)))
-    nn.Graph._child_init_cnt.pop(LinearTrainGraph.__name__, None)  # LinearTrainGraph_0 again, as the tutorial
-    fusion = next(r for r in linear_train_graph("ReassociateScalars").passes if r.name == "FuseElementwise")
+    fusion = next(r for r in graph.passes if r.name == "FuseElementwise")
     drawing = draw_pass(fusion, title=f"FuseElementwise: {fusion.ops_before} -> {fusion.ops_after} ops "
-                                      "(each update's mul and sub become one kernel; ReassociateScalars off)")
+                                      "(the loss gradient's two products, each update's mul and sub: one kernel each)")
     paths.append(_write_png(out / "passes_fusion.png", to_png(drawing, MAX_PNG)))
+    nn.Graph._child_init_cnt.pop(LinearTrainGraph.__name__, None)  # LinearTrainGraph_0 again, as the tutorial
+    with set_fast_path(True):
+        scalars = next(r for r in linear_train_graph().passes if r.name == "ReassociateScalars")
+    drawing = draw_pass(scalars, title=f"the fast path's ReassociateScalars: {scalars.ops_before} -> "
+                                       f"{scalars.ops_after} ops (2 * lr once; each update one subtraction)")
+    paths.append(_write_png(out / "passes_scalars.png", to_png(drawing, MAX_PNG)))
     return paths
 
 

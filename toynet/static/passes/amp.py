@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from ...backend import float16, float32
 from ...ops import OPS
-from ..ir import OP, OPTIMIZER, Graph, Node
-from .report import PassReport, timed
+from ..ir import OP, OPTIMIZER, Graph, Node, PassReport, graph_pass
 
 #: Ops computed in float16 (their float32 inputs cast down, the result cast back up).
 FLOAT16_OPS = frozenset({"matmul", "linear", "linear_grad_weight", "conv2d", "conv2d_grad_input",
@@ -39,7 +38,8 @@ def _cast(graph: Graph, value: Node, dtype, reader: Node, why: str) -> Node:
                 source=f"amp: {why}")
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
+@graph_pass("AutoMixedPrecision")
+def auto_mixed_precision(graph: Graph, report: PassReport) -> Graph:
     down: dict[int, Node] = {}      # id(float32 value) -> its float16 cast, made before its first reader
     up: dict[int, Node] = {}        # id(float16 op) -> the cast of its result back to float32
     nodes: list[Node] = []
@@ -70,7 +70,3 @@ def _run(graph: Graph, report: PassReport) -> Graph:
     report.notes.append(f"{converted} ops in float16 ({', '.join(half) or 'none'}), {len(down) + len(up)} casts; "
                         f"kept float32: {', '.join(kept) or 'none'}")
     return graph
-
-
-def auto_mixed_precision(graph: Graph) -> tuple[Graph, PassReport]:
-    return timed("AutoMixedPrecision", _run, graph)

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..ir import BACKWARD, FORWARD, OP, Graph, Node
-from .report import PassReport, timed
+from ..ir import BACKWARD, FORWARD, OP, Graph, Node, PassReport, graph_pass
 
 
 def in_block(scope: str, block: str) -> bool:
@@ -103,14 +102,12 @@ def checkpoint_activations(blocks: Iterable[str]):
     """The pass for these checkpointed module paths: ``graph -> (graph, report)``."""
     blocks = tuple(blocks)
 
-    def run(graph: Graph, report: PassReport) -> Graph:
+    @graph_pass("CheckpointActivations")
+    def checkpoint_activations(graph: Graph, report: PassReport) -> Graph:
         before = max(live_bytes(graph), default=0)
         for block in blocks:
             _recompute_block(graph, block, report)
         after = max(live_bytes(graph), default=0)
         report.notes.append(f"peak of live values {before / 1e6:.3f} MB -> {after / 1e6:.3f} MB")
         return graph
-
-    def checkpoint(graph: Graph) -> tuple[Graph, PassReport]:
-        return timed("CheckpointActivations", run, graph)
-    return checkpoint
+    return checkpoint_activations

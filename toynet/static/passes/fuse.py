@@ -21,8 +21,7 @@ from typing import Any, Callable, Sequence
 
 from ... import backend
 from ...ops import OPS, Op, register
-from ..ir import OP, Graph, Node
-from .report import PassReport, timed
+from ..ir import OP, Graph, Node, PassReport, graph_pass
 
 
 @register
@@ -118,26 +117,22 @@ def _chains(graph: Graph) -> dict[int, list[Node]]:
     return chain_of
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
-    """Replace each chain by one fused node at its tail's place; its other members disappear."""
+@graph_pass("FuseElementwise")
+def fuse_elementwise(graph: Graph, report: PassReport) -> Graph:
+    """Chains of elementwise ops become single :class:`FusedElementwise` nodes, each at its tail's place."""
     chain_of = _chains(graph)
-    if not chain_of:
-        return graph
     members = {id(n) for chain in chain_of.values() for n in chain[:-1]}
-    replaced: dict[int, Node] = {}
-    new_nodes = []
-    for node in graph.nodes:
+
+    def fuse(node: Node) -> Node | None:
         if id(node) in members:
-            continue
+            return None  # read only by the next member of its chain: it lives on inside the kernel
         chain = chain_of.get(id(node))
-        if chain is not None:
-            node = _fuse(chain)
-            replaced[id(chain[-1])] = node
-            report.fused[node.name] = [n.name for n in chain]
-        node.redirect_inputs(replaced)
-        new_nodes.append(node)
-    graph.nodes = new_nodes
-    graph.redirect_roots(replaced)
+        if chain is None:
+            return node
+        fused = _fuse(chain)
+        report.fused[fused.name] = [n.name for n in chain]
+        return fused
+    graph.rewrite(fuse)
     return graph
 
 
@@ -163,8 +158,3 @@ def _fuse(chain: list[Node]) -> Node:
     return Node(tail.name, OP, tail.shape, tail.dtype, tail.device, op=FusedElementwise,
                 inputs=tuple(inputs), attrs={"program": program}, phase=tail.phase, scope=tail.scope,
                 source=tail.source)
-
-
-def fuse_elementwise(graph: Graph) -> tuple[Graph, PassReport]:
-    """The pass: chains of elementwise ops become single :class:`FusedElementwise` nodes."""
-    return timed("FuseElementwise", _run, graph)

@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir import OP, Graph, Node
-from .report import PassReport, format_bytes, timed
+from ..ir import OP, Graph, Node, PassReport, format_bytes, graph_pass
 from .fuse import FusedElementwise, reads_of_input
 
 END = 1 << 30  # "read after the last op": outputs and state updates
@@ -215,7 +214,9 @@ def _copies(graph: Graph, life: _Lifetimes, plan: MemoryPlan) -> None:
             plan.copy_outputs.add(n.name)
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
+@graph_pass("PlanMemory")
+def plan_memory(graph: Graph, report: PassReport) -> Graph:
+    """Attach a :class:`MemoryPlan` to the graph as ``graph.memory`` (the ops are unchanged)."""
     plan = MemoryPlan()
     life = _lifetimes(graph)
     _extend_through_views(life)
@@ -228,8 +229,3 @@ def _run(graph: Graph, report: PassReport) -> Graph:
                         f"{format_bytes(plan.arena_bytes)}, "
                         f"{len(plan.inplace)} in place, {len(plan.commits)} state updates staged")
     return graph
-
-
-def plan_memory(graph: Graph) -> tuple[Graph, PassReport]:
-    """The pass: attach a :class:`MemoryPlan` to the graph as ``graph.memory`` (the ops are unchanged)."""
-    return timed("PlanMemory", _run, graph)

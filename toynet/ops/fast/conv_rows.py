@@ -1,7 +1,7 @@
 """The *shifted rows* depthwise kernel: a stride-1 depthwise convolution of a channels-last (NHWC) batch as
 one long NumPy call per kernel tap.
 
-The taps kernel (:func:`toynet.ops.conv_nhwc.depthwise_nhwc`) multiplies, for each tap, the slice of the
+The taps kernel (:func:`toynet.ops.fast.conv_nhwc.depthwise_nhwc`) multiplies, for each tap, the slice of the
 image that tap reads by a per-channel row of weights. Every such slice is a 4-d strided view whose
 rows are only ``W * C`` long (a 16-pixel image row of 32 channels: 512 numbers), so NumPy spends much of
 its time starting inner loops. Here the batch is first copied into a zero-padded buffer ``(H + 2p, W +
@@ -15,7 +15,7 @@ once, so that they have the same contiguous layout as the data.
 Which kernel is faster depends on the shape: on MobileNetV2's 16x16 and 8x8 images the rows kernel
 takes a half to two thirds of the taps kernel's time; on 4x4 and smaller images the wasted columns
 (half the work and more) make it slower. Graph mode times both on the real shapes when it compiles and
-keeps the faster (:mod:`toynet.static.passes.kernels`, like cuDNN's benchmark mode); the choice is the
+keeps the faster (:mod:`toynet.static.passes.fast.kernels`, like cuDNN's benchmark mode); the choice is the
 node's ``algorithm`` attribute.
 
 The backward pass to the input of a stride-1 convolution is itself a stride-1 convolution, of the output
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conv_kernels import geometry
+from ..conv_kernels import geometry
 from .conv_nhwc import finish_into
 
 #: Elements of the padded-width output computed per chunk of images (512 KB of float32): measured on

@@ -20,8 +20,7 @@ read, and does not know, when forward runs, which values are cheap to make again
 
 from __future__ import annotations
 
-from ..ir import BACKWARD, FORWARD, OP, Graph, Node
-from .report import PassReport, timed
+from ...ir import BACKWARD, FORWARD, OP, Graph, Node, PassReport, graph_pass
 
 _ACTIVATIONS = ("relu", "relu6")
 
@@ -42,7 +41,9 @@ def _clone(graph: Graph, node: Node, inputs: tuple) -> Node:
                 inputs=inputs, attrs=node.attrs, phase=BACKWARD, scope=node.scope, source=node.source)
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
+@graph_pass("RecomputeActivations")
+def recompute_activations(graph: Graph, report: PassReport) -> Graph:
+    """Activations of BatchNorm read in backward are recomputed there instead of being kept."""
     users = graph.users()
     roots = {id(n) for n in graph.roots()}
     position = {id(n): k for k, n in enumerate(graph.nodes)}
@@ -78,8 +79,3 @@ def _count(shape: tuple) -> int:
     for d in shape:
         n *= d
     return n
-
-
-def recompute_activations(graph: Graph) -> tuple[Graph, PassReport]:
-    """The pass: activations of BatchNorm read in backward are recomputed there instead of being kept."""
-    return timed("RecomputeActivations", _run, graph)

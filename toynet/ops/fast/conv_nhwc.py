@@ -1,5 +1,5 @@
 """Convolution kernels on channels-last (NHWC) arrays: what Graph mode runs inside a channels-last
-region (see :mod:`toynet.static.passes.layout`). Weights keep PyTorch's layout (O, C/groups, kh, kw).
+region (see :mod:`toynet.static.passes.fast.layout`). Weights keep PyTorch's layout (O, C/groups, kh, kw).
 
 In NHWC every pixel's channels are contiguous, so
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import conv_kernels as kernels
+from .. import conv_kernels as kernels
 
 
 def activate(xp: Any, y: Any, activation: str | None) -> Any:

@@ -23,31 +23,58 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..static.arguments import TENSOR, unflatten
-from ..dynamic.tensor import Tensor
+from ...dynamic.tensor import Tensor
+from ...mode import fast_replacement
+from ...static.arguments import TENSOR, unflatten
+from ...static.fast.compile import FastPlan
+from ..graph import Graph
 
 #: What a repeat function returns when it does not apply to the call.
 MISS = object()
 
+_lesson_call = Graph.__call__
 
-def repeat_call(compiled: Any, args: tuple, inputs: list, bindings: list) -> Callable[[tuple], Any]:
-    """The function that runs ``compiled``'s plan for a call with exactly ``args`` (all tensors, fed to the
-    plan as ``inputs``); ``bindings``: the graph's optimizers (see ``graph_train.OptimizerBinding``)."""
+
+@fast_replacement(Graph, "__call__")
+def call(self: Graph, *args: Any, **kwargs: Any) -> Any:
+    """``graph(...)``: the repeat function of the last call if this call is its repeat, else the lesson's call
+    (which finds or compiles the plan), after which a call of tensors only gets a repeat function of its own."""
+    repeat = self.__dict__.get("_repeat")
+    if repeat is not None and not kwargs:   # the same tensors as the last call (a loop over fixed data)
+        try:
+            result = repeat(args)
+        except Exception as error:
+            self._run_failed(error)
+            raise
+        if result is not MISS:
+            return result
+    result = _lesson_call(self, *args, **kwargs)
+    compiled = self._last
+    flat = not kwargs and all(type(a) is Tensor for a in args) and isinstance(compiled.plan, FastPlan)
+    self.__dict__["_repeat"] = repeat_call(compiled, args, self._compiled, self._optimizers) if flat else None
+    return result
+
+
+def repeat_call(compiled: Any, args: tuple, cache: Any, bindings: list) -> Callable[[tuple], Any]:
+    """The function that runs ``compiled``'s plan for a call with exactly ``args`` (all tensors), while
+    ``compiled`` is still one of the graph's plans (in ``cache``); ``bindings``: the graph's optimizers (see
+    ``graph_train.OptimizerBinding``)."""
     plan = compiled.plan
-    names: dict[str, Any] = {**plan.namespace, "_MISS": MISS, "_inputs": inputs, "_scheduled": compiled.commit,
-                             "_device": plan.device, "_make": Tensor._make}
-    tests = [f"len(args) == {len(args)}"]
+    names: dict[str, Any] = {**plan.namespace, "_MISS": MISS, "_inputs": [t.array for t in args],
+                             "_scheduled": compiled.commit, "_device": plan.device, "_make": Tensor._make,
+                             "_plans": cache._recent, "_entry": compiled, "_entry_id": id(compiled)}
+    tests = [f"len(args) == {len(args)}", "_plans.get(_entry_id) is _entry"]
     for k, t in enumerate(args):
         names[f"_arg{k}"], names[f"_array{k}"] = t, t.array
         tests.append(f"args[{k}] is _arg{k} and _arg{k}.array is _array{k}")
     feeds = []
     for i, binding in enumerate(bindings):
-        names[f"_feed{i}"], names[f"_fed{i}"] = binding.feed_learning_rates, binding.fed
+        # The learning rates as last fed by this function: a float (a new one is a new object) is fed only
+        # when it is not the one fed last; anything else (a 0-d tensor, an array) on every call.
+        names[f"_feed{i}"], names[f"_fed{i}"] = binding.feed_learning_rates, [None] * len(binding.optimizer.param_groups)
         for k, group in enumerate(binding.optimizer.param_groups):
-            # The guard checks that group k is still this dict; its "lr" is the float fed last, or not (see
-            # OptimizerBinding.feed_learning_rates: anything but a float is fed on every call).
-            names[f"_group{i}_{k}"] = group
-            feeds.append((i, f"_group{i}_{k}['lr'] is not _fed{i}[{k}]"))
+            names[f"_group{i}_{k}"] = group   # (the guard checks that group k is still this dict)
+            feeds.append((i, k))
     spec = compiled.traced.output_structure
     if spec == TENSOR:   # build() returned one tensor: the common case, without the tree walk
         result = f"_make({plan.output_sources[0]}, None, _device, False)"
@@ -60,8 +87,9 @@ def repeat_call(compiled: Any, args: tuple, inputs: list, bindings: list) -> Cal
              "            return _MISS",
              "    except Exception:   # a guard term that cannot be evaluated any more (a deleted key)",
              "        return _MISS"]
-    for i, condition in feeds:
-        lines += [f"    if {condition}:", f"        _feed{i}()"]
+    for i, k in feeds:
+        lines += [f"    if _group{i}_{k}['lr'] is not _fed{i}[{k}]:", f"        _feed{i}()",
+                  f"        _fed{i}[{k}] = _group{i}_{k}['lr'] if type(_group{i}_{k}['lr']) is float else None"]
     lines += ["    # the plan (see graph.plan.source), on the arrays of this call site",
               "    inputs, states, commit = _inputs, _arrays, _scheduled"] + plan.body + [f"    return {result}"]
     repeat = compiled.guard.function("repeat", lines, names)

@@ -3,7 +3,7 @@
 MobileNetV2's inference is a chain of ``conv2d -> batch_norm -> relu6`` blocks. Run one op at a time,
 each block makes three passes over its activations and keeps two intermediate arrays. In eval mode
 BatchNorm only scales and shifts each channel by numbers that do not depend on the input, so it can be
-moved into the convolution's weights and bias (see :mod:`toynet.ops.conv_fused`), and the activation
+moved into the convolution's weights and bias (see :mod:`toynet.ops.fast.conv_fused`), and the activation
 can run in place on the convolution's output: one op, one pass, one buffer::
 
     %c : f32[64, 96, 16, 16] = conv2d(%x, %w)
@@ -21,9 +21,8 @@ the plan can never run with stale statistics after ``load_state_dict`` or a few 
 
 from __future__ import annotations
 
-from ...ops import OPS
-from ..ir import OP, Graph, Node
-from .report import PassReport, timed
+from ....ops import OPS
+from ...ir import OP, Graph, Node, PassReport, graph_pass
 
 _ACTIVATIONS = ("relu", "relu6")
 
@@ -66,7 +65,9 @@ def _chains(graph: Graph) -> dict[int, tuple[list[Node], list, dict]]:
     return chains
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
+@graph_pass("FoldBatchNorm")
+def fold_batch_norm(graph: Graph, report: PassReport) -> Graph:
+    """``conv2d [-> batch_norm (eval)] [-> relu/relu6]`` chains become one ``conv2d_fused`` node."""
     """Replace each chain by one ``conv2d_fused`` node at its last node's place (where every input it
     reads, the BatchNorm's statistics included, is already defined)."""
     chains = _chains(graph)
@@ -89,8 +90,3 @@ def _run(graph: Graph, report: PassReport) -> Graph:
     graph.nodes = new_nodes
     graph.redirect_roots(replaced)
     return graph
-
-
-def fold_batch_norm(graph: Graph) -> tuple[Graph, PassReport]:
-    """The pass: ``conv2d [-> batch_norm (eval)] [-> relu/relu6]`` chains become one ``conv2d_fused`` node."""
-    return timed("FoldBatchNorm", _run, graph)

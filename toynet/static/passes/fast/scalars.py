@@ -25,9 +25,8 @@ False)`` keeps the traced order.
 
 from __future__ import annotations
 
-from ...ops import OPS
-from ..ir import OP, Graph, Node
-from .report import PassReport, timed
+from ....ops import OPS
+from ...ir import OP, Graph, Node, PassReport, graph_pass
 
 #: Ops linear in some of their inputs (by position): scaling such an input by s scales the output by s (a
 #: product is linear in each factor while the other stays: the path enters it once, see below).
@@ -89,7 +88,9 @@ def _path_to_one_factor(start: Node, users: dict, roots: set) -> tuple[list[Node
     return terminals, factor
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
+@graph_pass("ReassociateScalars")
+def reassociate_scalars(graph: Graph, report: PassReport) -> Graph:
+    """A scalar factor moves across linear ops to meet another one (see the module docstring)."""
     users = graph.users()
     roots = {id(n) for n in graph.roots()}
     position = {id(n): k for k, n in enumerate(graph.nodes)}
@@ -135,8 +136,3 @@ def _run(graph: Graph, report: PassReport) -> Graph:
 
 def _name(x: object) -> str:
     return x.name if isinstance(x, Node) else repr(x)
-
-
-def reassociate_scalars(graph: Graph) -> tuple[Graph, PassReport]:
-    """The pass: a scalar factor moves across linear ops to meet another one (see the module docstring)."""
-    return timed("ReassociateScalars", _run, graph)

@@ -7,15 +7,15 @@ on the shapes, the dtype, the BLAS and the machine, so no fixed rule is right ev
 
 Eager mode meets every shape for the first time when it computes it, so it has to use one rule for all.
 A static graph knows every shape before it runs. So this pass does what cuDNN's *benchmark mode* does
-for convolutions: for each op whose :attr:`~toynet.ops.Op.kernels` rule lists candidates, it runs each
+for convolutions: for each op whose rule in :data:`toynet.ops.fast.emit.KERNELS` lists candidates, it runs each
 candidate on random arrays of the node's shapes and dtypes, checks that it gives the values the usual
 code gives, times it, and records the fastest in ``node.kernel`` (the code generator writes that one).
 A candidate must beat the usual code by :data:`MARGIN` to be chosen: a near tie would make the choice,
 and so the last bits of a result, change from run to run with the machine's noise.
 
 Convolutions have whole algorithms to choose from instead: a channels-last depthwise convolution runs
-per kernel tap, over whole padded rows (:mod:`toynet.ops.conv_rows`) or as one matrix per channel
-(:mod:`toynet.ops.conv_matrix`). Such an op lists them with an ``algorithms`` rule, its ``forward`` takes the choice as the ``algorithm`` attribute, and this pass sets
+per kernel tap, over whole padded rows (:mod:`toynet.ops.fast.conv_rows`) or as one matrix per channel
+(:mod:`toynet.ops.fast.conv_matrix`). Such an op lists them with an ``algorithms`` rule, its ``forward`` takes the choice as the ``algorithm`` attribute, and this pass sets
 that attribute on the node, so the choice is part of the graph (``graph.ir`` shows it).
 
 Timings are kept for the session, per op, shapes, dtypes and attributes, so compiling again (a new
@@ -33,10 +33,9 @@ import functools
 import time
 from typing import Any, Callable
 
-from ... import backend
-from ...ops._op import bind_ones
-from ..ir import OP, Graph, Node
-from .report import PassReport, timed
+from .... import backend
+from ....ops.fast.emit import KERNELS, bind_ones
+from ...ir import OP, Graph, Node, PassReport, graph_pass
 
 #: A candidate replaces the usual code only when it is at least this many times faster.
 MARGIN = 1.2
@@ -54,20 +53,17 @@ xp = backend.CPU.xp
 _TIMINGS: dict[tuple, dict[str, float]] = {}   # (op, inputs, attributes, out) -> kernel -> seconds
 
 
-def choose_kernels(graph: Graph, measure: Callable[[Callable[[], Any]], float] | None = None
-                   ) -> tuple[Graph, PassReport]:
+@graph_pass("ChooseKernels")
+def choose_kernels(graph: Graph, report: PassReport, measure: Callable[[Callable[[], Any]], float] | None = None
+                   ) -> Graph:
     """Give each op node with candidate kernels the fastest of them (``measure(fn)``: seconds per call of
     ``fn``; the default times it, a test may pass its own)."""
-    return timed("ChooseKernels", lambda g, report: _choose(g, report, measure), graph)
-
-
-def _choose(graph: Graph, report: PassReport, measure: Callable | None) -> Graph:
     if any(n.device is not backend.CPU and n.device != backend.CPU for n in graph.nodes if n.kind == OP):
         report.notes.append("kernels are timed on the CPU only: kept every op's usual code")
         return graph
     timed_ops = chosen = 0
     for n in graph.nodes:
-        if n.kind != OP or (n.op.kernels is None and n.op.algorithms is None):
+        if n.kind != OP or (n.op.name not in KERNELS and not hasattr(n.op, "algorithms")):
             continue
         trial = _Trial(n)
         candidates = trial.candidates()
@@ -130,12 +126,12 @@ class _Trial:
             self.namespace["out"] = xp.empty(node.shape, dtype=node.dtype.array_dtype)
             self.out = _OutName("out", self.namespace)
         #: The op chooses among whole algorithms (an attribute of its forward), not among expressions.
-        self.algorithms = node.op.algorithms is not None
+        self.algorithms = hasattr(node.op, "algorithms")  # (the convolutions of toynet.ops.fast.conv_fused)
 
     def candidates(self) -> dict[str, str]:
         if self.algorithms:
             return self._algorithm_calls()
-        found = self.node.op.kernels(self.args, self.node.inputs, self.out, **self.node.attrs)
+        found = KERNELS[self.node.op.name](self.args, self.node.inputs, self.out, **self.node.attrs)
         found = {name: code for name, code in found.items() if code is not None}
         for code in found.values():
             bind_ones(code, self.namespace, xp)

@@ -5,7 +5,7 @@ show. For MobileNetV2's convolutions it is the slow one: a 1x1 convolution of an
 matrix product *per image*, and a depthwise one slides along rows only a few pixels long, so the NCHW
 kernels copy each chunk of images to NHWC and back (:mod:`toynet.ops.conv_kernels`). In NHWC, a 1x1
 convolution of the whole batch is a single ``(N*H*W, C) @ (C, O)`` product, forward and backward, and
-a depthwise one works on contiguous runs of channels (:mod:`toynet.ops.conv_nhwc`).
+a depthwise one works on contiguous runs of channels (:mod:`toynet.ops.fast.conv_nhwc`).
 
 Eager mode cannot switch: each op's result must be NCHW, for whoever reads it next. A compiled graph
 knows every reader, forward and backward, so this pass picks a *region* that runs in NHWC:
@@ -24,10 +24,9 @@ pooling head.
 
 from __future__ import annotations
 
-from ...ops import OPS
-from ...ops.conv_fused import kernel_for, nhwc
-from ..ir import OP, Graph, Node
-from .report import PassReport, timed
+from ....ops import OPS
+from ....ops.fast.conv_fused import kernel_for, nhwc
+from ...ir import OP, Graph, Node, PassReport, graph_pass
 
 #: BatchNorm's ops, and which of their inputs are activations (NHWC in the region, so reshaped to 2-d).
 _NORM_INPUTS = {"batch_norm_stats": (0,), "batch_norm": (0,), "batch_norm_grad_stats": (0, 1),
@@ -181,7 +180,9 @@ class _Rewriter:
         self.graph.redirect_roots(roots)
 
 
-def _run(graph: Graph, report: PassReport) -> Graph:
+@graph_pass("ChannelsLast")
+def plan_layout(graph: Graph, report: PassReport) -> Graph:
+    """1x1/depthwise convolutions, BatchNorm and the elementwise ops between them run NHWC."""
     converted, values = _plan(graph)
     if not converted:
         return graph
@@ -190,8 +191,3 @@ def _run(graph: Graph, report: PassReport) -> Graph:
     report.notes.append(f"{len(converted)} ops channels-last, {len(rewriter.into)} copies in, "
                         f"{len(rewriter.out_of)} out")
     return graph
-
-
-def plan_layout(graph: Graph) -> tuple[Graph, PassReport]:
-    """The pass: 1x1/depthwise convolutions, BatchNorm and the elementwise ops between them run NHWC."""
-    return timed("ChannelsLast", _run, graph)

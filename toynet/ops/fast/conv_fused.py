@@ -4,7 +4,7 @@ in, optionally working on channels-last (NHWC) images, and the two layout conver
 Eager mode runs ``conv2d``, then ``batch_norm``, then ``relu6``: three passes over the activations, and
 every intermediate is a tensor a user could look at, so each must exist in the standard NCHW layout.
 A compiled inference graph sees the whole chain at once, and no one can look in between, so the passes
-:mod:`toynet.static.passes.fold_batch_norm` and :mod:`toynet.static.passes.layout` rewrite it into:
+:mod:`toynet.static.passes.fast.fold_batch_norm` and :mod:`toynet.static.passes.fast.layout` rewrite it into:
 
 ``conv2d_fused(x, w[, b][, mean, var[, gamma, beta]])``
     In eval mode BatchNorm is an affine map per channel, ``y * s + t`` with ``s = gamma / sqrt(var +
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import conv_kernels as kernels
-from ._op import Op, ShapeError, register, shape_of
-from .conv import check_conv, forward_kernel
+from .. import conv_kernels as kernels
+from .._op import Op, ShapeError, register, shape_of
+from ..conv import check_conv, forward_kernel
 from . import conv_matrix, conv_nhwc, conv_rows
 from .conv_nhwc import activate, depthwise_nhwc, nchw, nhwc, pointwise_nhwc
 

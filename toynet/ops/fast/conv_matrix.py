@@ -1,7 +1,7 @@
 """The *matrix* depthwise kernel: on small images, a depthwise convolution as one matrix per channel.
 
 On a 2x2 image a 3x3 kernel with padding 1 reaches every pixel from every output pixel, and on 4x4 most of
-them: the taps kernel (:func:`toynet.ops.conv_nhwc.depthwise_nhwc`) then makes up to 18 NumPy calls on
+them: the taps kernel (:func:`toynet.ops.fast.conv_nhwc.depthwise_nhwc`) then makes up to 18 NumPy calls on
 slices of two or four pixels each, and NumPy spends its time starting loops, not computing. Seen per
 channel, the convolution maps the ``P = H * W`` input pixels to the ``Q = Ho * Wo`` output pixels linearly::
 
@@ -11,7 +11,7 @@ where ``tap(q, p)`` is the kernel position that carries input pixel ``p`` to out
 ``M`` is made from the weights with one gather, through an index map that depends only on the geometry,
 and the whole convolution is one ``einsum`` over the batch: measured on MobileNetV2's 2x2 layers, three
 times faster than the taps. On larger images ``M`` is mostly zeros (9 taps among 64 pixels on 8x8) and
-the taps win; Graph mode times both when it compiles (:mod:`toynet.static.passes.kernels`).
+the taps win; Graph mode times both when it compiles (:mod:`toynet.static.passes.fast.kernels`).
 
 The two gradients are the same matrix read the other way: ``dx = M^T g`` per channel, and ``dw[tap, c]``
 the sum of ``g[n, q, c] * x[n, p, c]`` over the images and over the pixel pairs joined by that tap.
@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .. import backend
-from .conv_kernels import geometry
+from ... import backend
+from ..conv_kernels import geometry
 from .conv_nhwc import finish_into
 
 #: The matrix kernel is offered only where a channel's matrix has at most this many entries (Q * P).
