@@ -14,6 +14,7 @@ path as everywhere else (``TOYNET_FAST=1 python scripts/lesson_path.py`` counts 
     python scripts/lesson_path.py            # the table
     python scripts/lesson_path.py --files    # and the files, with the lines of each that ran
     python scripts/lesson_path.py --json     # the numbers as JSON (tests/test_lesson_path.py reads them)
+    python scripts/lesson_path.py --read eager_step   # the lines themselves, file by file: what to read
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ def measure() -> dict:
     result["fast"] = flow.is_fast_path()
     result["details"] = {name: _per_file(r) for name, r in recorders.items()}
     result["sizes"] = sizes
+    result["lines_run"] = {name: sorted((_relative(f), n) for f, n in r.lines) for name, r in recorders.items()}
     return result
 
 
@@ -154,10 +156,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", action="store_true", help="list the files of each step and their lines run")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--read", choices=["eager_step", "graph_first_call", "graph_later_call"],
+                        help="print the lines that run in this step, file by file")
     options = parser.parse_args()
     result = measure()
     if options.json:
-        print(json.dumps(result, indent=1))
+        print(json.dumps({k: v for k, v in result.items() if k != "lines_run"}, indent=1))
+        return
+    if options.read:
+        current = None
+        for path, number in result["lines_run"][options.read]:
+            if path != current:
+                current = path
+                print(f"\n{path}")
+                source = (ROOT / path).read_text(encoding="utf-8").splitlines()
+            print(f"{number:5}  {source[number - 1]}")
         return
     print(f"toynet's lines that run in one poly-fit training step ({'fast' if result['fast'] else 'lesson'} path, "
           f"TOYNET_FAST={int(result['fast'])})\n")

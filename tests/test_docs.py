@@ -165,8 +165,8 @@ def test_figures_page_shows_every_figure(site):
     ("api/static", ["toynet.static.ir.Graph", "toynet.static.passes.PassReport", "toynet.static.fast.compile.Plan",
                     "toynet.static.passes.memory.MemoryPlan"]),
     ("api/optim", ["toynet.optim.sgd.SGD", "toynet.optim.adam.Adam", "toynet.optim.lr_scheduler.StepLR"]),
-    ("api/nn", ["toynet.nn.module.Module", "toynet.nn.modules.linear.Linear",
-                "toynet.nn.modules.loss.CrossEntropyLoss"]),
+    ("api/nn", ["toynet.nn.module.Module", "toynet.nn.modules.layers.Linear",
+                "toynet.nn.modules.layers.CrossEntropyLoss"]),
     ("api/viz", ["toynet.viz.draw", "toynet.viz.rendering.to_svg", "toynet.viz.recording.record"]),
     ("api/serialization", ["toynet.serialization.save", "toynet.serialization.load"]),
 ])

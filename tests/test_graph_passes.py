@@ -599,7 +599,7 @@ def test_the_plan_source_reads_as_a_lesson(lesson_path):
         "    # ---- forward: what build() computes from the inputs",
         "    # ---- backward: the gradients, each op's vjp rule",
         "    # ---- optimizer: the update of each parameter and its optimizer state",
-        "    # ---- commit: every state update at once, nothing written before (a failed step changes nothing)"]
+        "    # ---- commit: every state update at once, none written before (a failed step changes nothing)"]
     optimizer = type(graph._optimizers[0].optimizer).__name__
     for n in graph.ir.op_nodes:
         if n.phase == "optimizer":

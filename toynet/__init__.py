@@ -16,9 +16,8 @@ from .backend import (  # noqa: F401
 )
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from .mode import fast_replacements, is_fast_path, set_fast_path  # noqa: F401  (TOYNET_FAST)
-from .dynamic.tensor import Tensor  # noqa: F401
-from .dynamic.size import Size  # noqa: F401
-from .dynamic import tensor_methods, tensor_shapes  # noqa: F401,E402  (attach Tensor's op methods)
+from .dynamic.tensor import Size, Tensor  # noqa: F401
+from .dynamic import tensor_data, tensor_methods  # noqa: F401,E402  (attach Tensor's op methods)
 from .dynamic.tensor_maths import (  # noqa: F401  (x.sin() and toynet.sin(x)...)
     acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin, asinh, atan, atanh, ceil, cos, cosh, erf,
     erfc, expm1, floor, log1p, log2, log10, reciprocal, round, sign, sin, sinh, square, tan, trunc,

@@ -208,7 +208,7 @@ class Device:
     identity test, done on every op.
     """
 
-    __slots__ = ("type", "index", "_xp")
+    __slots__ = ("type", "index", "xp")
 
     def __new__(cls, spec: "str | Device" = "cpu", index: int | None = None) -> "Device":
         if isinstance(spec, Device):
@@ -229,7 +229,7 @@ class Device:
         device = _DEVICES.get(key)
         if device is None:
             device = _DEVICES[key] = object.__new__(cls)
-            device.type, device.index, device._xp = key[0], key[1], None
+            device.type, device.index = key
         return device
 
     def __reduce__(self):  # copies and pickles come back as the one Device object
@@ -239,13 +239,13 @@ class Device:
     def array_module(self) -> ArrayModule:
         return array_module_for(self.type)
 
-    @property
-    def xp(self) -> Any:
-        """The array module (``numpy`` or ``cupy``) that holds this device's arrays."""
-        xp = self._xp
-        if xp is None:  # first use: load the array module (and with it CuPy) now
-            xp = self._xp = array_module_for(self.type).xp
-        return xp
+    def __getattr__(self, name: str) -> Any:
+        """``device.xp``, the array module (``numpy`` or ``cupy``) that holds this device's arrays: loaded (and
+        with it CuPy) the first time it is asked for, then a plain attribute."""
+        if name != "xp":
+            raise AttributeError(f"'Device' object has no attribute {name!r}")
+        self.xp = array_module_for(self.type).xp
+        return self.xp
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):

@@ -15,6 +15,7 @@ arrays (eager) or hands the call to the active tracer (lazy), and records the ``
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any, Iterator, Sequence
 
@@ -25,9 +26,7 @@ from ..backend import CPU, Device, DType
 from ..ops import _op as op_base
 from ..ops.shape import shape_arg
 from .printing import tensor_repr
-from .size import Size
 
-_new_tuple = tuple.__new__
 
 # ------------------------------------------------------------------------------------------ the door
 
@@ -41,59 +40,60 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
     """
     if mode.tracer is not None:
         return mode.tracer.apply(op, inputs, attrs)
-    device = None
-    requires_grad = False
-    args = []
-    for x in inputs:
-        if isinstance(x, Tensor):
-            if x.array is None:
-                mode.current_tracer()  # raises: a lazy tensor escaped its trace
-            if device is None:
-                device = x.device
-            elif x.device is not device and x.device != device:
-                raise RuntimeError(op_base.device_mismatch(op, inputs))
-            requires_grad = requires_grad or x.requires_grad
-            args.append(x.array)
-        elif type(x) is float or type(x) is int:
-            args.append(x)
-        else:
-            # NumPy scalars become Python numbers, which never widen a tensor's dtype (NumPy 2 would
-            # turn float32 * numpy.float64(2) into float64).
-            args.append(backend.host_scalar(x))
-    if device is None:
-        device = attrs.get("device") or CPU
-    xp = device._xp or device.xp  # the array module once loaded (the property's call is a tenth of a small op)
+    tensors = [x for x in inputs if isinstance(x, Tensor)]
+    device = tensors[0].device if tensors else attrs.get("device") or CPU
+    if any(t.device is not device or t.array is None for t in tensors):  # (one Device object per device)
+        raise _refusal(op, inputs)
+    # NumPy scalars become Python numbers, which never widen a tensor's dtype (NumPy 2 would turn
+    # float32 * numpy.float64(2) into float64).
+    args = [x.array if isinstance(x, Tensor) else x.item() if isinstance(x, _SCALARS) else x for x in inputs]
     try:
-        out = op.forward(xp, *args, **attrs)
+        out = op.forward(device.xp, *args, **attrs)
     except Exception as error:
         raise op_base.explain_failure(op, inputs, attrs, error) from error
-    if op.changes_device:
-        device = attrs["device"]
-    if out.ndim == 0:  # NumPy returns scalars, not 0-d arrays, for 0-d results: keep every tensor on an array
-        out = device.xp.asarray(out)  # (the output's device: to_device changes it)
-    result = Tensor.__new__(Tensor)
-    result.array = out
-    result.node = None
-    result.device = device
-    result.grad = None
-    result.name = None
-    if op.may_alias_input and len(inputs) == 1:  # a view of its input (reshape, slicing; indexing with
-        result._version = inputs[0]               # tensors copies): it counts its writes on its input's
-        inputs[0]._has_views = True
-    else:
-        result._version = None
-    # Only float results carry gradients: comparisons, argmax and the like give bool/int tensors that
-    # end the graph, as in PyTorch.
-    if requires_grad and mode.grad_enabled and out.dtype.kind == "f":  # a floating-point result
+    device = attrs["device"] if op.changes_device else device  # (to_device)
+    result = Tensor._make(out if out.ndim else device.xp.asarray(out), None, device)  # (NumPy: scalars for 0-d)
+    if op.may_alias_input and len(inputs) == 1:  # a view of its input: writes through either are counted on
+        result._version, inputs[0]._has_views = inputs[0], True  # the input (autograd.version_of)
+    # Only float results carry gradients: comparisons, argmax and the like end the graph, as in PyTorch.
+    if mode.grad_enabled and result.array.dtype.kind == "f" and any(t.requires_grad for t in tensors):
         result.requires_grad = True
-        result.grad_fn = GradFn(op, inputs, attrs, result._weakref() if op.saves_output else None)
-    else:
-        result.requires_grad = False
-        result.grad_fn = None
-    if mode.op_observers:
-        for observer in mode.op_observers:
-            observer(op, inputs, attrs, result)
+        result.grad_fn = GradFn(op, inputs, attrs, weakref.ref(result) if op.saves_output else None)
+    for observer in mode.op_observers:
+        observer(op, inputs, attrs, result)
     return result
+
+
+# -------------------------------------------------------------------------------------------- Size
+
+
+class Size(tuple):
+    """A tensor's shape: ``toynet.Size([64, 1, 28, 28])``, a tuple of ints that prints as OneFlow's and PyTorch's
+    shapes do; ``numel()`` is the number of elements it holds. It *is* a tuple, so everything that reads
+    shapes as tuples (``x.shape == (2, 3)``, unpacking, ``x.shape[1:]``, NumPy calls) works."""
+
+    __slots__ = ()
+
+    def __new__(cls, sizes: Any = ()) -> "Size":
+        values = tuple(sizes)
+        for d in values:
+            if isinstance(d, bool) or not hasattr(d, "__index__"):
+                raise TypeError(f"toynet.Size takes ints (one per dimension), got {d!r} in {values!r}")
+        return super().__new__(cls, (d.__index__() for d in values))
+
+    def numel(self) -> int:
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+    def __getitem__(self, index: Any) -> Any:  # a slice of a shape is a shape
+        return Size(tuple.__getitem__(self, index)) if isinstance(index, slice) else tuple.__getitem__(self, index)
+
+    def __repr__(self) -> str:
+        return f"toynet.Size([{', '.join(str(d) for d in self)}])"
+
+    __str__ = __repr__
 
 
 # ------------------------------------------------------------------------------------------ Tensor
@@ -181,21 +181,17 @@ class Tensor:
         return cls._make(None, node, node.device, requires_grad)
 
     @classmethod
-    def _make(cls, array: Any, node: Any, device: Device, requires_grad: bool) -> "Tensor":
+    def _make(cls, array: Any, node: Any, device: Device, requires_grad: bool = False) -> "Tensor":
         t = cls.__new__(cls)
         t.array, t.node, t.device, t.requires_grad = array, node, device, requires_grad
         t.grad = t.grad_fn = t.name = t._version = None
         return t
 
-    def _weakref(self):
-        return weakref.ref(self)
-
     # ------------------------------------------------------------------------------ what it is
 
     @property
     def shape(self) -> Size:
-        # Size.of's body inline: read on nearly every op, and a call more costs a tenth of a small op.
-        return _new_tuple(Size, self.array.shape if self.node is None else self.node.shape)
+        return _as_size(self.array.shape if self.node is None else self.node.shape)
 
     @property
     def dtype(self) -> DType:
@@ -232,12 +228,7 @@ class Tensor:
         return self.ndim
 
     def numel(self) -> int:
-        if self.node is None:
-            return self.array.size
-        n = 1
-        for d in self.node.shape:
-            n *= d
-        return n
+        return self.array.size if self.node is None else math.prod(self.node.shape)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -342,18 +333,13 @@ class Tensor:
         Inside ``nn.Graph.build`` the new tensor is a constant of the graph being traced (the seed
         ``loss.backward()`` starts from, for instance).
         """
-        size = tuple(size)
         if self.node is not None:
-            if size != tuple(self.shape):
+            if tuple(size) != tuple(self.shape):
                 raise RuntimeError(f"new_full: inside nn.Graph.build() a new tensor must have the shape of the "
                                    f"one it is made from, {tuple(self.shape)}; got {size}")
             return mode.current_tracer().full_like(self, fill_value, dtype)
         array_dtype = self.array.dtype if dtype is None else backend.to_dtype(dtype).array_dtype
-        xp = self.device.xp
-        if not size and isinstance(fill_value, (int, float)):
-            # A 0-d tensor (the seed of every loss.backward()): xp.array costs a quarter of xp.full's general path.
-            return Tensor._make(xp.array(fill_value, dtype=array_dtype), None, self.device, False)
-        return Tensor.wrap(xp.full(size, fill_value, dtype=array_dtype), self.device)
+        return Tensor.wrap(self.device.xp.full(tuple(size), fill_value, dtype=array_dtype), self.device)
 
     def new_ones(self, *size: Any) -> "Tensor":
         return self.new_full(shape_arg(size), 1)
@@ -373,6 +359,21 @@ def _is_float_data(data: Any) -> bool:
     if isinstance(data, (list, tuple)):
         return not data or any(_is_float_data(d) for d in data)  # an empty list is float32, as in PyTorch
     return False  # arrays keep their own dtype
+
+
+def _refusal(op: Any, inputs: tuple) -> Exception:
+    """Why ``apply`` refuses these inputs: a lazy tensor used after its trace ended, or two devices."""
+    if any(isinstance(x, Tensor) and x.array is None for x in inputs):
+        mode.current_tracer()  # raises: a lazy tensor escaped its trace
+    return RuntimeError(op_base.device_mismatch(op, inputs))
+
+
+_SCALARS = (backend.host.number, backend.host.bool_)  # NumPy's
+
+
+def _as_size(shape: tuple) -> Size:
+    """A Size around a shape known to be a tuple of ints (an array's, a node's), made without Size's checks."""
+    return tuple.__new__(Size, shape)
 
 
 op_base._apply = apply  # vjp rules reach apply through the op table (see toynet.ops._op.apply)

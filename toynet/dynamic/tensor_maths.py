@@ -1,9 +1,8 @@
-"""Elementwise maths as tensor methods (``x.sin()``) and as functions (``toynet.sin(x)``).
+"""Elementwise maths and activations as tensor methods (``x.exp()``, ``x.relu()``, ``x.clamp(0, 1)``), and the
+less common ones also as functions (``toynet.sin(x)``; the common ones are in :mod:`toynet.dynamic.functional`).
 
-The functions OneFlow and PyTorch offer besides the few every network needs (those, ``exp``, ``log``,
-``tanh``..., live in :mod:`toynet.dynamic.tensor_methods` and :mod:`toynet.dynamic.functional`). Each one only calls
-the op of the same name in the table (:mod:`toynet.ops.trigonometry`, :mod:`toynet.ops.maths`,
-:mod:`toynet.ops.rounding`), where its forward and gradient rules are. The methods are attached to
+Each one only calls the op of the same name in the table (:mod:`toynet.ops.maths`, :mod:`toynet.ops.piecewise`,
+:mod:`toynet.ops.trigonometry`...), where its forward and gradient rules are. The methods are attached to
 ``Tensor`` as :mod:`toynet.dynamic.tensor_methods` attaches its own.
 """
 
@@ -14,6 +13,7 @@ from typing import Any
 from ..ops import OPS
 from .tensor import Tensor, apply
 from .tensor_methods import attach
+
 
 class TensorMaths:
     """Attached to :class:`~toynet.dynamic.tensor.Tensor` below; never instantiated."""
@@ -72,9 +72,6 @@ class TensorMaths:
     def reciprocal(self) -> Tensor:
         return apply(OPS["reciprocal"], self)
 
-    def square(self) -> Tensor:
-        return apply(OPS["square"], self)
-
     def floor(self) -> Tensor:
         return apply(OPS["floor"], self)
 
@@ -90,6 +87,53 @@ class TensorMaths:
     # PyTorch's longer names of the inverse functions, which OneFlow accepts too.
     arcsin, arccos, arctan = asin, acos, atan
     arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+    def exp(self) -> "Tensor":
+        return apply(OPS["exp"], self)
+
+    def log(self) -> "Tensor":
+        return apply(OPS["log"], self)
+
+    def sqrt(self) -> "Tensor":
+        return apply(OPS["sqrt"], self)
+
+    def rsqrt(self) -> "Tensor":
+        return apply(OPS["rsqrt"], self)
+
+    def tanh(self) -> "Tensor":
+        return apply(OPS["tanh"], self)
+
+    def sigmoid(self) -> "Tensor":
+        return apply(OPS["sigmoid"], self)
+
+    def relu(self) -> "Tensor":
+        return apply(OPS["relu"], self)
+
+    def relu6(self) -> "Tensor":
+        return apply(OPS["relu6"], self)
+
+    def abs(self) -> "Tensor":
+        return apply(OPS["abs"], self)
+
+    def sign(self) -> "Tensor":
+        return apply(OPS["sign"], self)
+
+    def clamp(self, min: Any = None, max: Any = None) -> "Tensor":
+        if min is None and max is None:
+            raise ValueError("clamp needs at least one of min and max")
+        return apply(OPS["clamp"], self, min=min, max=max)
+
+
+    clip = clamp
+
+    def maximum(self, other: Any) -> "Tensor":
+        return apply(OPS["maximum"], self, other)
+
+    def minimum(self, other: Any) -> "Tensor":
+        return apply(OPS["minimum"], self, other)
+
+    def where(self, condition: "Tensor", other: Any) -> "Tensor":
+        return apply(OPS["where"], condition, self, other)
 
 
 attach(TensorMaths, Tensor)

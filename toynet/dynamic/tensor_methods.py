@@ -1,22 +1,25 @@
-"""The methods of :class:`~toynet.dynamic.tensor.Tensor` that only turn a call into an op.
+"""What you can do with a :class:`~toynet.dynamic.tensor.Tensor`: arithmetic, reductions and shapes.
 
-``x + y``, ``x.exp()``, ``x.sum(1)``, ``x.reshape(2, -1)``, ``x[0]``: each of these reads the arguments
-the way PyTorch does and calls :func:`~toynet.dynamic.tensor.apply` with one op of the table. They carry no
-state and no logic of their own, so they live apart from the class, which stays short enough to read
-in one sitting (``tensor.py``: what a tensor *is*; this module: what you can *do* with one). The
-methods are written as an ordinary class body and attached to ``Tensor`` when toynet is imported, as
-DeZero's ``setup_variable`` does.
+``x + y``, ``x @ w``, ``x.sum(1)``, ``x.reshape(2, -1)``, ``x.t()``: each of these reads the arguments the
+way PyTorch does and calls :func:`~toynet.dynamic.tensor.apply` with one op of the table. They carry no
+state and no logic of their own, so they live apart from the class (``tensor.py``: what a tensor *is*;
+this module: what you can *do* with one). The methods are written as an ordinary class body and attached
+to ``Tensor`` when toynet is imported, as DeZero's ``setup_variable`` does. More of them:
+:mod:`~toynet.dynamic.tensor_maths` (``x.exp()``, ``x.relu()``...), :mod:`~toynet.dynamic.tensor_data`
+(``x[i]``, ``x.add_(y)``, ``x.to(...)``).
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any, Sequence
 
 from .. import backend
-from ..backend import Device, DType
-from ..ops import OPS
+from ..ops import OPS, ShapeError
 from ..ops import _op as op_base
+from ..ops._op import normalize_dim
+from ..ops.shape import resolve_reshape, shape_arg
 from .tensor import Tensor, apply
 
 _ADD, _SUB, _MUL, _DIV, _NEG, _POW, _MATMUL, _RESHAPE, _PERMUTE, _GETITEM = (
@@ -25,60 +28,6 @@ _ADD, _SUB, _MUL, _DIV, _NEG, _POW, _MATMUL, _RESHAPE, _PERMUTE, _GETITEM = (
 
 class TensorMethods:
     """Attached to :class:`~toynet.dynamic.tensor.Tensor` below; never instantiated."""
-
-    # ----------------------------------------------------------------------------- devices
-
-    def to(self, *args: Any, **kwargs: Any) -> "Tensor":
-        """``t.to("cuda")``, ``t.to(toynet.float64)``, ``t.to(device, dtype)``, ``t.to(other_tensor)``."""
-        device = kwargs.pop("device", None)
-        dtype = kwargs.pop("dtype", None)
-        kwargs.pop("copy", None)
-        if kwargs:
-            raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            elif isinstance(a, DType) or a in (float, int, bool) or (isinstance(a, str) and _is_dtype_name(a)):
-                dtype = a
-            else:
-                device = a
-        result = self
-        if dtype is not None:
-            dtype = backend.to_dtype(dtype)
-            if dtype is not self.dtype:
-                result = apply(OPS["cast"], result, dtype=dtype)
-        if device is not None:
-            device = backend.to_device_obj(device)
-            if device != self.device:
-                if result.node is not None:
-                    raise RuntimeError(f"cannot move a lazy tensor to {device} inside nn.Graph.build(): a "
-                                       f"graph runs on one device; move the inputs before calling the graph")
-                result = apply(OPS["to_device"], result, device=device, source=self.device)
-        return result
-
-    def cpu(self) -> "Tensor":
-        return self.to("cpu")
-
-    def cuda(self, index: int = 0) -> "Tensor":
-        return self.to(Device("cuda", index))
-
-    def float(self) -> "Tensor":
-        return self.to(backend.float32)
-
-    def double(self) -> "Tensor":
-        return self.to(backend.float64)
-
-    def long(self) -> "Tensor":
-        return self.to(backend.int64)
-
-    def int(self) -> "Tensor":
-        return self.to(backend.int32)
-
-    def bool(self) -> "Tensor":
-        return self.to(backend.bool_)
-
-    def type_as(self, other: "Tensor") -> "Tensor":
-        return self.to(other.dtype)
 
     def contiguous(self) -> "Tensor":
         return self
@@ -185,54 +134,6 @@ class TensorMethods:
     def mm(self, other: Any) -> "Tensor":
         return self @ other
 
-    # ------------------------------------------------------------------- elementwise maths
-
-    def exp(self) -> "Tensor":
-        return apply(OPS["exp"], self)
-
-    def log(self) -> "Tensor":
-        return apply(OPS["log"], self)
-
-    def sqrt(self) -> "Tensor":
-        return apply(OPS["sqrt"], self)
-
-    def rsqrt(self) -> "Tensor":
-        return apply(OPS["rsqrt"], self)
-
-    def tanh(self) -> "Tensor":
-        return apply(OPS["tanh"], self)
-
-    def sigmoid(self) -> "Tensor":
-        return apply(OPS["sigmoid"], self)
-
-    def relu(self) -> "Tensor":
-        return apply(OPS["relu"], self)
-
-    def relu6(self) -> "Tensor":
-        return apply(OPS["relu6"], self)
-
-    def abs(self) -> "Tensor":
-        return apply(OPS["abs"], self)
-
-    def sign(self) -> "Tensor":
-        return apply(OPS["sign"], self)
-
-    def clamp(self, min: Any = None, max: Any = None) -> "Tensor":
-        if min is None and max is None:
-            raise ValueError("clamp needs at least one of min and max")
-        return apply(OPS["clamp"], self, min=min, max=max)
-
-    clip = clamp
-
-    def maximum(self, other: Any) -> "Tensor":
-        return apply(OPS["maximum"], self, other)
-
-    def minimum(self, other: Any) -> "Tensor":
-        return apply(OPS["minimum"], self, other)
-
-    def where(self, condition: "Tensor", other: Any) -> "Tensor":
-        return apply(OPS["where"], condition, self, other)
-
     # --------------------------------------------------------------------------- reductions
 
     def sum(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
@@ -283,10 +184,7 @@ class TensorMethods:
 
     def sum_to(self, shape: Sequence[int]) -> "Tensor":
         """Sum over the dimensions that broadcasting added: the vjp of broadcasting to ``self.shape``."""
-        shape = tuple(shape)
-        if self.shape == shape:  # (a Size is a tuple)
-            return self
-        return apply(OPS["sum_to"], self, shape=shape)
+        return self if self.shape == tuple(shape) else apply(OPS["sum_to"], self, shape=tuple(shape))
 
     def retain_grad(self) -> None:
         """Keep this tensor's gradient in ``.grad`` after ``backward()`` although it is not a leaf (leaves
@@ -310,6 +208,93 @@ class TensorMethods:
     def all(self) -> "Tensor":
         return apply(OPS["all"], self)
 
+    def reshape(self, *shape: Any) -> "Tensor":
+        """The same elements in another shape; one size may be -1, worked out from the others."""
+        shape = shape_arg(shape)
+        if -1 in shape:
+            shape = resolve_reshape(tuple(self.shape), shape)
+        return self if shape == self.shape else apply(_RESHAPE, self, shape=shape)
+
+    view = reshape
+
+    def view_as(self, other: "Tensor") -> "Tensor":
+        return self.reshape(other.shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        """Merge dimensions ``start_dim``..``end_dim`` into one."""
+        shape = tuple(self.shape) or (1,)
+        start, end = normalize_dim("flatten", start_dim, len(shape)), normalize_dim("flatten", end_dim, len(shape))
+        if start > end:
+            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        return self.reshape(shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
+
+    def unsqueeze(self, dim: int) -> "Tensor":
+        shape = tuple(self.shape)
+        d = normalize_dim("unsqueeze", dim, len(shape) + 1)
+        return self.reshape(shape[:d] + (1,) + shape[d:])
+
+    def squeeze(self, dim: Any = None) -> "Tensor":
+        shape = tuple(self.shape)
+        if dim is None:
+            return self.reshape(tuple(s for s in shape if s != 1))
+        d = normalize_dim("squeeze", dim, len(shape))
+        return self if shape[d] != 1 else self.reshape(shape[:d] + shape[d + 1:])
+
+    def permute(self, *dims: Any) -> "Tensor":
+        """Reorder the dimensions: dimension ``i`` of the result is dimension ``dims[i]`` of this tensor."""
+        # Not a permutation? The permute op's shape rule says so (Eager mode runs it when NumPy refuses).
+        return apply(_PERMUTE, self, dims=tuple(d + self.ndim if d < 0 else d for d in shape_arg(dims)))
+
+    def transpose(self, dim0: int, dim1: int) -> "Tensor":
+        """Swap two dimensions."""
+        a, b = normalize_dim("transpose", dim0, self.ndim), normalize_dim("transpose", dim1, self.ndim)
+        dims = list(range(self.ndim))
+        dims[a], dims[b] = b, a
+        return self.permute(dims)
+
+    def t(self) -> "Tensor":
+        """The transpose of a matrix (a tensor of fewer than two dimensions is its own)."""
+        return self if self.ndim < 2 else self.permute(1, 0)
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> "Tensor":
+        """The transpose of each matrix: the last two dimensions swapped."""
+        return self.permute(*range(self.ndim - 2), -1, -2)
+
+    def expand(self, *shape: Any) -> "Tensor":
+        """Repeat along dimensions of size 1 (and new leading ones) without copying; -1 keeps a size."""
+        shape, own = shape_arg(shape), tuple(self.shape)
+        lead = len(shape) - len(own)
+        if lead < 0:
+            raise ShapeError(f"expand: cannot expand shape {own} to fewer dimensions {shape}")
+        shape = tuple(own[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(shape))
+        return self if shape == own else apply(OPS["broadcast_to"], self, shape=shape)
+
+    def expand_as(self, other: "Tensor") -> "Tensor":
+        return self.expand(*other.shape)
+
+    broadcast_to = expand
+
+    def repeat(self, *sizes: Any) -> "Tensor":
+        """Tile the tensor ``sizes[i]`` times along dimension ``i`` (built from reshape and expand)."""
+        sizes = shape_arg(sizes)
+        if len(sizes) < self.ndim:
+            raise ShapeError(f"repeat: got {len(sizes)} sizes for a tensor with {self.ndim} dimensions")
+        t = self.reshape((1,) * (len(sizes) - self.ndim) + tuple(self.shape))
+        interleaved, expanded, final = [], [], []
+        for size, times in zip(t.shape, sizes):
+            interleaved += [1, size]
+            expanded += [times, size]
+            final.append(size * times)
+        return t.reshape(interleaved).expand(*expanded).reshape(final)
+
+    def square(self) -> Tensor:
+        return apply(OPS["square"], self)
+
 
 class _MinMax(tuple):
     """``(values, indices)`` with names, as ``tensor.max(dim)`` returns in PyTorch."""
@@ -328,8 +313,8 @@ class _MinMax(tuple):
 
 def _reduced_dims(op: str, dim: Any, ndim: int) -> tuple[int, ...]:
     """The dimensions a reduction runs over; a 0-d tensor has none (``dim=0`` or ``-1`` means itself)."""
-    dims = op_base.normalize_dims(op, dim, ndim)
-    return () if ndim == 0 else dims
+    dims = op_base.normalize_dims(op, dim, ndim)  # (checks them: a 0-d tensor takes dim 0 and -1 too)
+    return dims if ndim else ()
 
 
 def _is_dtype_name(name: str) -> bool:

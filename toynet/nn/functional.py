@@ -49,10 +49,10 @@ def mse_loss(prediction: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     """The squared error ``(prediction - target)^2``, averaged (``"mean"``), summed (``"sum"``) or kept per
     element (``"none"``). The shapes must match: a (N, 1) prediction against a (N,) target would broadcast
     to (N, N) without a word."""
-    if reduction not in ("mean", "sum", "none"):
-        raise ShapeError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if prediction.shape != target.shape:
-        raise ShapeError(f"mse_loss: input shape {tuple(prediction.shape)} and target shape {tuple(target.shape)} "
+    if reduction not in ("mean", "sum", "none") or prediction.shape != target.shape:
+        raise ShapeError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}"
+                         if reduction not in ("mean", "sum", "none") else
+                         f"mse_loss: input shape {tuple(prediction.shape)} and target shape {tuple(target.shape)} "
                          "differ; they must match (reshape or flatten the prediction)")
     squared = (prediction - target).square()
     if reduction == "none":

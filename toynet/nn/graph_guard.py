@@ -110,7 +110,8 @@ def conditions_of(graph: Any, states: list[tuple[str, Tensor]], parameters: set[
 
     for name, t in states:
         require(t, (("attr", "array"), ("attr", "shape")), "state",
-                lambda now, then, n=name: f"{n} has shape {now}, the plan was compiled for {then} (its .data was replaced)")
+                lambda now, then, n=name: f"{n} has shape {now}, the plan was compiled for {then} "
+                                          "(its .data was replaced)")
         require(t, (("attr", "array"), ("attr", "dtype")), "state",
                 lambda now, then, n=name: f"{n} has dtype {now}, the plan was compiled for {then}", same="==")
         require(t, (("attr", "device"),), "state",

@@ -189,11 +189,10 @@ def result_dtype(*inputs: Any) -> backend.DType:
 
 def normalize_dim(op: str, dim: int, ndim: int) -> int:
     """Turn a possibly negative dimension into 0..ndim-1, with a clear error when out of range."""
-    n = ndim or 1  # a 0-d tensor takes dims 0 and -1, as in PyTorch
-    if not -n <= dim < n:
+    if not -(ndim or 1) <= dim < (ndim or 1):  # a 0-d tensor takes dims 0 and -1, as in PyTorch
         raise ShapeError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s) "
-                         f"(valid: {-n}..{n - 1})")
-    return dim % n
+                         f"(valid: {-(ndim or 1)}..{(ndim or 1) - 1})")
+    return dim % (ndim or 1)
 
 
 def normalize_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...]:
@@ -216,3 +215,38 @@ def require_float(op: str, x: Any) -> None:
     if hasattr(x, "dtype") and not x.dtype.is_floating_point:
         raise ShapeError(f"{op}: needs a floating-point tensor, got {x.dtype}; convert it with "
                          f".to(toynet.float32)")
+
+
+# ------------------------------------------------------------------------------------ elementwise ops
+#
+# An elementwise op's output element ``i`` depends only on element ``i`` of each input. Inputs broadcast as in
+# NumPy, so every vjp sums its gradient back to the input's own shape (``grad.sum_to(x.shape)``): an input
+# that was broadcast contributed to many outputs. Each ``forward`` takes ``out=``: Graph mode's compiled plan
+# writes into preallocated buffers, and a chain of these ops can be fused into one kernel that works in place.
+
+
+def needs_grad(x: Any) -> bool:
+    """Only tensors that require grad get a gradient; skipping the rest saves work (and is exact)."""
+    return getattr(x, "requires_grad", False)
+
+
+def as_array(xp: Any, value: Any) -> Any:
+    """NumPy ufuncs return a scalar, not a 0-d array, for 0-d inputs; the in-place steps that follow
+    (and ``out=``) need an array."""
+    return xp.asarray(value)
+
+
+def unbroadcast(grad: Any, x: Any) -> Any:
+    """The gradient for input ``x``: ``grad`` summed over the dimensions ``x`` was broadcast along."""
+    return grad.sum_to(x.shape) if needs_grad(x) else None
+
+
+class Elementwise(Op):
+    """The base of elementwise ops: the output has the inputs' broadcast shape and promoted dtype."""
+
+    elementwise = True
+
+    def infer(self, *inputs: Any, **attrs: Any) -> tuple:
+        shape = broadcast_shapes(self.name, *(shape_of(x) for x in inputs))
+        return shape, result_dtype(*inputs)
+

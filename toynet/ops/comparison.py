@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
-from ._op import ShapeError, broadcast_shapes, register, result_dtype, shape_of
-from .elementwise import Elementwise, needs_grad, unbroadcast
+from ._op import broadcast_shapes, Elementwise, needs_grad, register, result_dtype, shape_of, ShapeError, unbroadcast
 
 
 @register

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from .. import backend
-from ._op import Op, register, shape_of
-from .elementwise import Elementwise
+from ._op import Elementwise, Op, register, shape_of
 
 
 @register

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import backend
-from ._op import OPS, Op, ShapeError, apply, full_reduction, register, require_float, shape_of
+from ._op import Op, ShapeError, apply, full_reduction, register, require_float, shape_of
 
 _REDUCTIONS = ("mean", "sum", "none")
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 
 from .. import backend
-from ._op import register
-from .elementwise import Elementwise, as_array
+from ._op import as_array, Elementwise, register
 
 
 @register
@@ -165,19 +164,6 @@ class Reciprocal(Elementwise):
 
     def vjp(self, grad, inputs, output, **attrs):
         return (-(grad * output * output),)
-
-
-@register
-class Square(Elementwise):
-    """``a * a``; d/da = 2a."""
-
-    name = "square"
-
-    def forward(self, xp, a, out=None):
-        return xp.square(a, out=out)
-
-    def vjp(self, grad, inputs, output, **attrs):
-        return (grad * inputs[0] * 2,)
 
 
 def _on_host(xp, a, out, function):

@@ -4,8 +4,7 @@ Their derivative is a step (1 inside, 0 outside), so each vjp multiplies the gra
 
 from __future__ import annotations
 
-from ._op import register
-from .elementwise import Elementwise, as_array
+from ._op import as_array, Elementwise, register
 
 
 @register

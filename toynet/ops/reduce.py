@@ -9,7 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
-from ._op import Op, ShapeError, full_reduction, register, require_float, shape_of
+from ._op import OPS, Op, ShapeError, apply, full_reduction, register, require_float, shape_of
+
+# Integers and bools sum to int64, as Sum.out_dtype says (NumPy would sum uint8 to uint64).
+_INTEGER_SUMS = dict.fromkeys("biu", backend.int64.array_dtype)
 
 
 def reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
@@ -20,9 +23,8 @@ def reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
 
 def spread(grad: Any, shape: tuple, dims: tuple, keepdim: bool) -> Any:
     """Broadcast the gradient of a reduction back to the input's ``shape``."""
-    if not keepdim:
-        grad = grad.reshape(reduced_shape(shape, dims, keepdim=True))
-    return grad.expand(*shape)
+    kept = grad if keepdim else grad.reshape(tuple(1 if i in dims else d for i, d in enumerate(shape)))
+    return apply(OPS["broadcast_to"], kept, shape=tuple(shape))
 
 
 def count(shape: tuple, dims: tuple) -> int:
@@ -52,9 +54,7 @@ class Sum(Reduction):
     supports_out = True
 
     def forward(self, xp, a, dim=(), keepdim=False, out=None):
-        # Integers and bools sum to int64, as out_dtype says (NumPy would sum uint8 to uint64).
-        dtype = None if backend.dtype_of(a).is_floating_point else backend.int64.array_dtype
-        return full_reduction(xp, xp.sum(a, axis=dim, keepdims=keepdim, out=out, dtype=dtype))
+        return full_reduction(xp, xp.sum(a, axis=dim, keepdims=keepdim, out=out, dtype=_INTEGER_SUMS.get(a.dtype.kind)))
 
     def out_dtype(self, a):
         return a.dtype if a.dtype.is_floating_point else backend.int64
@@ -175,19 +175,12 @@ class SumTo(Op):
 
     name = "sum_to"
     supports_out = True
-    may_alias_input = True  # with nothing to sum and no out=, it returns its input
 
     def forward(self, xp, a, shape=(), out=None):
-        axes = summed_axes(a.shape, shape)
-        if not axes:
-            if out is None:
-                return a.reshape(shape)
-            out[...] = a.reshape(shape)
-            return out
+        total = a.sum(axis=summed_axes(a.shape, shape), keepdims=True).reshape(shape)
         if out is None:
-            out = xp.empty(shape, dtype=a.dtype)  # a fresh array of its own, not a view of the sum
-        kept = tuple(1 if i in axes else d for i, d in enumerate(a.shape))
-        a.sum(axis=axes, keepdims=True, out=out.reshape(kept))
+            return total
+        out[...] = total
         return out
 
     def infer(self, a, shape=()):

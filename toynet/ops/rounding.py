@@ -7,8 +7,7 @@ of zeros, as PyTorch and OneFlow do, instead of no gradient at all.
 
 from __future__ import annotations
 
-from ._op import register
-from .elementwise import Elementwise
+from ._op import Elementwise, register
 
 
 class Rounding(Elementwise):

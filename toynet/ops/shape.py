@@ -50,10 +50,7 @@ class Permute(Op):
         return tuple(shape[d] for d in dims), a.dtype
 
     def vjp(self, grad, inputs, output, dims=()):
-        inverse = [0] * len(dims)
-        for i, d in enumerate(dims):
-            inverse[d] = i
-        return (grad.permute(*inverse),)
+        return (grad.permute(*(dims.index(d) for d in range(len(dims)))),)  # the inverse permutation
 
 
 @register

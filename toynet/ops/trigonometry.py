@@ -7,8 +7,7 @@ of their domains (asin at +-1, acosh at 1, atanh at +-1); there the gradient is 
 
 from __future__ import annotations
 
-from ._op import register
-from .elementwise import Elementwise
+from ._op import Elementwise, register
 
 
 @register

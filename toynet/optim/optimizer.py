@@ -19,8 +19,8 @@ the parameter object; each value is a dict of tensors ("slots") that :meth:`Opti
 
 :meth:`Optimizer.step` first computes *every* update and only then writes any of them, so an error part
 way (a gradient of the wrong shape, a device mismatch) leaves all parameters and all state as they were;
-the writes themselves run inside :class:`~toynet.utils.interrupts.defer_interrupts`, so a Ctrl-C lands
-before or after them, never between two. :meth:`Optimizer.load_state_dict` works the same way: check
+the writes themselves are one call of C code (:func:`commit`), so a Ctrl-C lands before or after them,
+never between two. :meth:`Optimizer.load_state_dict` works the same way: check
 everything, then write.
 """
 
@@ -29,8 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from ..dynamic import autograd
+import collections
+import itertools
+import operator
+
 from .. import backend, mode
+from ..dynamic import autograd
 from ..dynamic.creation import zeros_like
 from ..dynamic.tensor import Tensor
 from ..utils.interrupts import defer_interrupts
@@ -136,34 +140,8 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget the gradients of every parameter (set them to ``None``, or to zeros)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if set_to_none:
-                    p.grad = None
-                elif p.grad is not None:
-                    p.grad = zeros_like(p.grad)
-
-    def _compute_updates(self) -> list:
-        """(parameter, new value, new state) of every parameter that has a gradient; nothing is written.
-        Runs under no_grad: nothing is recorded, so the parameter and its gradient go in as they are."""
-        updates = []
-        for group in self.param_groups:
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                _check_grad(p, grad)
-                state = self.state.get(p)
-                if state is None:
-                    state = self.init_state(p)
-                new_param, new_state = self.update(p, grad, state, group, group["lr"])
-                # Compared on the arrays: the shape and dtype properties make objects (a microsecond a parameter).
-                if new_param.array.shape != p.array.shape or new_param.array.dtype != p.array.dtype:
-                    raise RuntimeError(f"internal error: {type(self).__name__}.update returned "
-                                       f"{tuple(new_param.shape)} {new_param.dtype} for a parameter of "
-                                       f"{tuple(p.shape)} {p.dtype}")
-                updates.append((p, new_param, new_state))
-        return updates
+        for p in (p for group in self.param_groups for p in group["params"]):
+            p.grad = None if set_to_none or p.grad is None else zeros_like(p.grad)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient, in Eager mode; all or nothing.
@@ -171,27 +149,25 @@ class Optimizer:
         ``closure`` (optional) re-computes the loss with gradients on and returns it; ``step`` returns it.
         """
         loss = None if closure is None else mode.call_with_grad_mode(True, closure)
-        updates = mode.call_with_grad_mode(False, self._compute_updates)
-        writer = f"{type(self).__name__}.step()"
-        with defer_interrupts():  # commit: nothing below can fail, and a Ctrl-C waits for the end
-            for p, new_param, new_state in updates:
-                p.array = new_param.array
-                # New values behind the same tensor: a graph kept with retain_graph=True that saved the
-                # old ones must not backward through them (PyTorch's in-place step bumps the version too).
-                autograd.note_write(p, writer)
-                state = self.state.get(p)
-                if state is None:
-                    self.state[p] = new_state
-                    continue
-                for key, value in new_state.items():
-                    old = state.get(key)
-                    if old is None:
-                        state[key] = value
-                    elif old is not value:
-                        # Keep the state's tensor objects (a compiled nn.Graph reads them on every call) and
-                        # give them the new values.
-                        old.array = value.array
+        previous, mode.grad_enabled = mode.grad_enabled, False  # an update is not differentiated
+        try:
+            updates = [self._update(p, g) for g in self.param_groups for p in g["params"] if p.grad is not None]
+        finally:
+            mode.grad_enabled = previous
+        # The parameters get new values behind the same tensors: a graph kept with retain_graph=True that saved
+        # the old ones must not backward through them (PyTorch's in-place step bumps the version too).
+        for p, _, _ in updates:
+            autograd.note_write(p, f"{type(self).__name__}.step()")
+        # All at once: each parameter's new array, each parameter's new state (new tensors: nothing is written
+        # into the old ones, which a compiled nn.Graph may still read).
+        commit([(p, "array", new.array) for p, new, _ in updates], [(self.state, p, s) for p, _, s in updates])
         return loss
+
+    def _update(self, p: Tensor, group: dict) -> tuple[Tensor, Tensor, dict]:
+        """Parameter ``p``, its new value and its new state, computed by ``update``; nothing is written."""
+        _check_grad(p, p.grad)
+        state = self.state[p] if p in self.state else self.init_state(p)
+        return (p, *self.update(p, p.grad, state, group, group["lr"]))
 
     # ----------------------------------------------------------------------------- state dict
 
@@ -328,10 +304,21 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
+def commit(writes: list, inserts: list) -> None:
+    """``setattr(tensor, "array", new)`` for each of ``writes`` and ``dict[key] = value`` for each of ``inserts``,
+    in ONE call of C code: Python raises a ``KeyboardInterrupt`` only between bytecodes of Python code, so a
+    Ctrl-C cannot land between two of the writes, and a step is applied whole (the same commit ends a
+    compiled plan, see toynet.static.compile)."""
+    _DRAIN(itertools.chain(itertools.starmap(setattr, writes), itertools.starmap(operator.setitem, inserts)))
+
+
+_DRAIN = collections.deque(maxlen=0).extend  # runs an iterator to its end, in C
+
+
 def _check_grad(param: Tensor, grad: Any) -> None:
-    if type(grad) is Tensor and grad.device is param.device and grad.array is not None and param.array is not None \
-            and grad.array.shape == param.array.shape and grad.array.dtype == param.array.dtype:
-        return  # the usual case, decided on the arrays (the checks below name what is wrong otherwise)
+    if isinstance(grad, Tensor) and grad.device is param.device and grad.array is not None and (
+            grad.array.shape, grad.array.dtype) == (param.array.shape, param.array.dtype):
+        return  # the usual case (the checks below name what is wrong otherwise)
     if not isinstance(grad, Tensor):
         raise TypeError(f"the gradient of a parameter of shape {tuple(param.shape)} is a "
                         f"{type(grad).__name__}, not a tensor")

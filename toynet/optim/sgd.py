@@ -67,10 +67,8 @@ class SGD(Optimizer):
 
     def direction(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> tuple[Tensor, dict]:
         """The step's direction ``d`` (the update is ``param - lr * d``) and the new state."""
+        d = grad if group["weight_decay"] == 0 else grad + group["weight_decay"] * param
         momentum, dampening = group["momentum"], group["dampening"]
-        d = grad
-        if group["weight_decay"] != 0:
-            d = d + group["weight_decay"] * param
         if momentum == 0:
             return d, state
         if "momentum_buffer" not in state:  # momentum was switched on after the first step

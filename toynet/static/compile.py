@@ -160,7 +160,7 @@ class Plan:
         updates = {state: n for state, n in self.graph.updates.items() if n.state_name != state}
         if not updates:
             return []
-        lines = ["    # ---- commit: every state update at once, nothing written before (a failed step changes nothing)"]
+        lines = ["    # ---- commit: every state update at once, none written before (a failed step changes nothing)"]
         targets, values = [], []
         for state, node in updates.items():
             value = self.names[id(node)]

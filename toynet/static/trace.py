@@ -29,6 +29,7 @@ the traced graph (toynet.static.passes) and compiles it into a plan (toynet.stat
 from __future__ import annotations
 
 import contextlib
+import weakref
 import linecache
 import os
 import sys
@@ -224,7 +225,7 @@ class Tracer:
         result = Tensor.lazy(node)
         if requires_grad and mode.grad_enabled:
             result.requires_grad = True
-            result.grad_fn = GradFn(op, tuple(args), attrs, result._weakref() if op.saves_output else None)
+            result.grad_fn = GradFn(op, tuple(args), attrs, weakref.ref(result) if op.saves_output else None)
             self._node_of_fn[id(result.grad_fn)] = node
         if self.log_op is not None:
             self.log_op(node)

@@ -19,9 +19,9 @@ from typing import Any, Sequence
 
 from ... import backend, mode
 from ...mode import fast_replacement
-from .. import autograd, versions
-from ..autograd import GradFn, _add, _mixed_float_error
-from ..versions import check_saved
+from .. import autograd
+from ..autograd import GradFn, _mixed_float_error
+from ..autograd import check_saved
 
 
 def _order(roots: Sequence[GradFn]) -> list[GradFn]:
@@ -72,20 +72,12 @@ def _chain_below(fn: GradFn) -> list[GradFn] | None:
 
 
 @fast_replacement(autograd, "run_backward")
-def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool,
-                 create_graph: bool, capture: Sequence[Any] | None = None,
-                 on_vjp: Any = None) -> list[Any] | None:
-    """Propagate ``root_grads`` from ``roots`` to the leaves.
-
-    Without ``capture``, gradients are accumulated into the ``.grad`` of every leaf that requires
-    grad (``loss.backward()``). With ``capture`` (a list of tensors), nothing is accumulated; the
-    gradient reaching each captured tensor is returned instead (``toynet.autograd.grad``).
-    ``on_vjp(fn)`` is told which record's vjp runs next (Graph mode names backward nodes after it).
-    """
+def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_graph: bool, create_graph: bool,
+                 leaves: Any = None, on_vjp: Any = None) -> None:
+    """Propagate ``root_grads`` from ``roots`` to the leaves, as the lesson's walk does (same arguments)."""
     # The dicts are keyed by the GradFn records themselves (hashed by identity), tensors by id (== on
     # tensors compares values).
     grads: dict[GradFn, Any] = {}        # grad_fn -> gradient of that grad_fn's output
-    leaf_grads: dict[int, Any] = {}      # id(leaf tensor) -> gradient, when capturing
     # grad_fn -> its output tensor, for ops whose vjp reads the output (exp, softmax...). GradFn holds
     # the output only weakly, and the consumer that kept it alive may already have been freed below, so
     # hold it strongly here from the moment a gradient for it is known until its vjp has run.
@@ -93,18 +85,16 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
     for root, g in zip(roots, root_grads):
         fn = root.grad_fn
         if fn is None:
-            if capture is not None:
-                leaf_grads[id(root)] = _add(leaf_grads.get(id(root)), g)
+            if leaves is not None:
+                leaves(root, g, None)
             elif root.requires_grad:
                 _accumulate_leaf(root, g, create_graph, adopted=None)  # the caller's tensor: always copied
             continue
-        grads[fn] = _add(grads.get(fn), g)
+        grads[fn] = g if fn not in grads else grads[fn] + g
         if fn.output_ref is not None:
             outputs[fn] = root
 
     adopted: set[int] = set()   # arrays handed to a leaf as its .grad in this pass
-    captured_fns = {t.grad_fn: i for i, t in enumerate(capture) if t.grad_fn is not None} if capture else None
-    results: list[Any] = [None] * len(capture or ())
 
     previous_mode, mode.grad_enabled = mode.grad_enabled, create_graph
     try:
@@ -112,8 +102,6 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
             grad = grads.pop(fn, None)
             if grad is None:
                 continue  # no path from the roots carries a gradient here
-            if captured_fns is not None and fn in captured_fns:
-                results[captured_fns[fn]] = grad
             if fn.retains is not None:  # its output called retain_grad(): hand it the gradient
                 fn.retains(grad)
             inputs = fn.inputs
@@ -122,7 +110,7 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                     "backward through a graph a second time: its saved tensors were freed after the "
                     "first backward. Pass retain_graph=True to the first backward() to keep them.")
             output = outputs.pop(fn, None) if fn.output_ref is not None else None
-            if fn.epoch != versions.clock:  # something was written in place since this op ran: was it saved here?
+            if fn.epoch != autograd.clock:  # something was written in place since this op ran: was it saved here?
                 check_saved(fn, output)
             if on_vjp is not None:
                 on_vjp(fn)
@@ -140,8 +128,8 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                     grads[producer] = g if total is None else total + g
                     if producer.output_ref is not None:
                         outputs[producer] = x
-                elif capture is not None:
-                    leaf_grads[id(x)] = _add(leaf_grads.get(id(x)), g)
+                elif leaves is not None:
+                    leaves(x, g, fn)
                 elif g.node is None and x.grad is None and g.grad_fn is None and g.array.dtype is x.array.dtype \
                         and g.array.flags.owndata and id(g.array) not in adopted:
                     # The usual first gradient of a leaf: a fresh array a vjp made (see _accumulate_leaf).
@@ -156,13 +144,6 @@ def run_backward(roots: Sequence[Any], root_grads: Sequence[Any], *, retain_grap
                 fn.output_ref = None
     finally:
         mode.grad_enabled = previous_mode
-
-    if capture is None:
-        return None
-    for i, t in enumerate(capture):
-        if t.grad_fn is None:
-            results[i] = leaf_grads.get(id(t))
-    return results
 
 
 def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool, adopted: set | None) -> None:

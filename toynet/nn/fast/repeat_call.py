@@ -71,7 +71,8 @@ def repeat_call(compiled: Any, args: tuple, cache: Any, bindings: list) -> Calla
     for i, binding in enumerate(bindings):
         # The learning rates as last fed by this function: a float (a new one is a new object) is fed only
         # when it is not the one fed last; anything else (a 0-d tensor, an array) on every call.
-        names[f"_feed{i}"], names[f"_fed{i}"] = binding.feed_learning_rates, [None] * len(binding.optimizer.param_groups)
+        groups = binding.optimizer.param_groups
+        names[f"_feed{i}"], names[f"_fed{i}"] = binding.feed_learning_rates, [None] * len(groups)
         for k, group in enumerate(binding.optimizer.param_groups):
             names[f"_group{i}_{k}"] = group   # (the guard checks that group k is still this dict)
             feeds.append((i, k))

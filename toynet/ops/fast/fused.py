@@ -23,8 +23,8 @@ Every fused op is tested equal to the plain ops it stands for (tests/test_fast_p
 from __future__ import annotations
 
 from ... import backend
-from .._op import OPS, Op, ShapeError, apply, full_reduction, register, require_float, shape_of
-from ..elementwise import Elementwise, needs_grad, unbroadcast
+from .._op import (OPS, Elementwise, Op, ShapeError, apply, full_reduction, needs_grad, register, require_float,
+                   shape_of, unbroadcast)
 
 _REDUCTIONS = ("mean", "sum", "none")
 

@@ -288,7 +288,8 @@ class FastPlan:
         """The expression computing op node ``n``: its own ``emit`` rule where it has one that applies,
         else the ufunc it is or its forward."""
         if n.kernel:  # the kernel ChooseKernels timed fastest, if it fits the buffer the memory plan gave
-            code = KERNELS[n.op.name](args, n.inputs, None if out is None else OutName(out, self), **n.attrs).get(n.kernel)
+            out_name = None if out is None else OutName(out, self)
+            code = KERNELS[n.op.name](args, n.inputs, out_name, **n.attrs).get(n.kernel)
             if code is not None:
                 bind_ones(code, self.namespace, self.device.xp)  # the vectors of ones it sums with
                 return code

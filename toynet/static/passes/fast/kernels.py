@@ -15,8 +15,9 @@ and so the last bits of a result, change from run to run with the machine's nois
 
 Convolutions have whole algorithms to choose from instead: a channels-last depthwise convolution runs
 per kernel tap, over whole padded rows (:mod:`toynet.ops.fast.conv_rows`) or as one matrix per channel
-(:mod:`toynet.ops.fast.conv_matrix`). Such an op lists them with an ``algorithms`` rule, its ``forward`` takes the choice as the ``algorithm`` attribute, and this pass sets
-that attribute on the node, so the choice is part of the graph (``graph.ir`` shows it).
+(:mod:`toynet.ops.fast.conv_matrix`). Such an op lists them with an ``algorithms`` rule, its ``forward`` takes
+the choice as the ``algorithm`` attribute, and this pass sets that attribute on the node, so the choice is
+part of the graph (``graph.ir`` shows it).
 
 Timings are kept for the session, per op, shapes, dtypes and attributes, so compiling again (a new
 batch size back to an old one, another graph of the same model) does not time again. The pass's report

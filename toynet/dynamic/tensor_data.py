@@ -1,9 +1,5 @@
-"""The shape, indexing and in-place methods of :class:`~toynet.dynamic.tensor.Tensor`: reshape, permute, expand,
-``x[i]``, and the writes ``x[i] = v``, ``copy_``, ``fill_``, ``add_``...
-
-Like :mod:`toynet.dynamic.tensor_methods`, the shape methods read arguments the way PyTorch does and call one op;
-the rules that check the arguments live beside the ops in :mod:`toynet.ops.shape`, so Eager mode and
-Graph mode share them.
+"""The methods of :class:`~toynet.dynamic.tensor.Tensor` that read, write or convert its data: ``x[i]``, the
+writes ``x[i] = v``, ``copy_``, ``fill_``, ``add_``..., and ``x.to(dtype or device)``, ``x.float()``...
 
 The writes follow PyTorch's rules. Each one is counted on the tensor's version (see
 :mod:`toynet.dynamic.autograd`), so backward refuses a vjp whose saved tensors changed. ``add_``, ``sub_``,
@@ -18,122 +14,25 @@ gradients), and backward refuses to differentiate the ops that used the tensor b
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from . import autograd
 from .. import backend, mode
+from ..backend import Device, DType
 from ..ops import OPS, ShapeError
 from ..ops import _op as op_base
-from ..ops.shape import TENSOR_INDEX, resolve_reshape, shape_arg, split_index
+from ..ops.shape import TENSOR_INDEX, split_index
 from .tensor import Tensor, apply
-from .tensor_methods import attach
+from .tensor_methods import _is_dtype_name, attach
 
 _RESHAPE, _PERMUTE, _GETITEM = OPS["reshape"], OPS["permute"], OPS["getitem"]
 _ADD, _SUB, _MUL, _DIV, _IDENTITY = (OPS[n] for n in ("add", "sub", "mul", "div", "identity"))
 
 
-class TensorShapeMethods:
+class TensorDataMethods:
     """Attached to :class:`~toynet.dynamic.tensor.Tensor` below; never instantiated."""
 
     # -------------------------------------------------------------------------------- shapes
-
-    def reshape(self, *shape: Any) -> "Tensor":
-        if len(shape) == 1 and not isinstance(shape[0], int):
-            shape = tuple(shape[0])
-        own = self.shape
-        if shape == own:
-            return self
-        if -1 in shape:
-            shape = resolve_reshape(tuple(own), tuple(shape))
-        return apply(_RESHAPE, self, shape=tuple(map(int, shape)))  # (map: a third of a generator's cost)
-
-    view = reshape
-
-    def view_as(self, other: "Tensor") -> "Tensor":
-        return self.reshape(other.shape)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
-        shape = tuple(self.shape)
-        if not shape:
-            return self.reshape(1)
-        start = op_base.normalize_dim("flatten", start_dim, len(shape))
-        end = op_base.normalize_dim("flatten", end_dim, len(shape))
-        if start > end:
-            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-        if start == end:
-            return self
-        # Sizes made from the tensor's own are ints that fit it: the reshape op without reshape()'s checks.
-        return apply(_RESHAPE, self, shape=shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
-
-    def unsqueeze(self, dim: int) -> "Tensor":
-        shape = tuple(self.shape)
-        d = op_base.normalize_dim("unsqueeze", dim, len(shape) + 1)
-        return self.reshape(shape[:d] + (1,) + shape[d:])
-
-    def squeeze(self, dim: Any = None) -> "Tensor":
-        shape = tuple(self.shape)
-        if dim is None:
-            return self.reshape(tuple(s for s in shape if s != 1))
-        d = op_base.normalize_dim("squeeze", dim, len(shape))
-        if shape[d] != 1:
-            return self
-        return self.reshape(shape[:d] + shape[d + 1:])
-
-    def permute(self, *dims: Any) -> "Tensor":
-        if len(dims) == 1 and not isinstance(dims[0], int):
-            dims = tuple(dims[0])
-        ndim = len(self.shape)
-        # Not a permutation? The permute op's shape rule says so (Eager mode runs it when NumPy refuses).
-        return apply(_PERMUTE, self, dims=tuple(int(d) + ndim if d < 0 else int(d) for d in dims))
-
-    def transpose(self, dim0: int, dim1: int) -> "Tensor":
-        ndim = len(self.shape)
-        a = op_base.normalize_dim("transpose", dim0, ndim)
-        b = op_base.normalize_dim("transpose", dim1, ndim)
-        if a == b:
-            return self
-        axes = list(range(ndim))
-        axes[a], axes[b] = b, a
-        return apply(_PERMUTE, self, dims=tuple(axes))
-
-    def t(self) -> "Tensor":
-        if self.ndim < 2:
-            return self
-        return self.transpose(0, 1)
-
-    @property
-    def T(self) -> "Tensor":
-        return self.permute(*reversed(range(self.ndim)))
-
-    def expand(self, *shape: Any) -> "Tensor":
-        shape = shape_arg(shape)
-        own = tuple(self.shape)
-        offset = len(shape) - len(own)
-        if offset < 0:
-            raise ShapeError(f"expand: cannot expand shape {own} to fewer dimensions {shape}")
-        target = tuple(own[i - offset] if (s == -1 and i >= offset) else s for i, s in enumerate(shape))
-        if target == own:
-            return self
-        return apply(OPS["broadcast_to"], self, shape=target)
-
-    def expand_as(self, other: "Tensor") -> "Tensor":
-        return self.expand(*other.shape)
-
-    broadcast_to = expand
-
-    def repeat(self, *sizes: Any) -> "Tensor":
-        """Tile the tensor ``sizes[i]`` times along dimension ``i`` (built from reshape and expand)."""
-        sizes = shape_arg(sizes)
-        if len(sizes) < self.ndim:
-            raise ShapeError(f"repeat: got {len(sizes)} sizes for a tensor with {self.ndim} dimensions")
-        t = self.reshape((1,) * (len(sizes) - self.ndim) + tuple(self.shape))
-        interleaved, expanded, final = [], [], []
-        for size, times in zip(t.shape, sizes):
-            interleaved += [1, size]
-            expanded += [times, size]
-            final.append(size * times)
-        return t.reshape(interleaved).expand(*expanded).reshape(final)
 
     def __getitem__(self, index: Any) -> "Tensor":
         spec, tensors = split_index(index, Tensor, self.device)
@@ -218,6 +117,58 @@ class TensorShapeMethods:
             pieces.append(self[index])
             start += s
         return pieces
+
+    def to(self, *args: Any, **kwargs: Any) -> "Tensor":
+        """``t.to("cuda")``, ``t.to(toynet.float64)``, ``t.to(device, dtype)``, ``t.to(other_tensor)``."""
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        kwargs.pop("copy", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, DType) or a in (float, int, bool) or (isinstance(a, str) and _is_dtype_name(a)):
+                dtype = a
+            else:
+                device = a
+        result = self
+        if dtype is not None:
+            dtype = backend.to_dtype(dtype)
+            if dtype is not self.dtype:
+                result = apply(OPS["cast"], result, dtype=dtype)
+        if device is not None:
+            device = backend.to_device_obj(device)
+            if device != self.device:
+                if result.node is not None:
+                    raise RuntimeError(f"cannot move a lazy tensor to {device} inside nn.Graph.build(): a "
+                                       f"graph runs on one device; move the inputs before calling the graph")
+                result = apply(OPS["to_device"], result, device=device, source=self.device)
+        return result
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> "Tensor":
+        return self.to(Device("cuda", index))
+
+    def float(self) -> "Tensor":
+        return self.to(backend.float32)
+
+    def double(self) -> "Tensor":
+        return self.to(backend.float64)
+
+    def long(self) -> "Tensor":
+        return self.to(backend.int64)
+
+    def int(self) -> "Tensor":
+        return self.to(backend.int32)
+
+    def bool(self) -> "Tensor":
+        return self.to(backend.bool_)
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -339,4 +290,4 @@ def _take_history(target: Tensor, result: Tensor | None) -> Tensor:
     return target
 
 
-attach(TensorShapeMethods, Tensor)
+attach(TensorDataMethods, Tensor)
