@@ -53,7 +53,7 @@ def test_set_fast_path_swaps_every_replacement_and_switches_back():
     assert {(r.owner.__name__, r.name) for r in replaced} >= {
         ("toynet.nn.functional", "linear"), ("toynet.nn.functional", "mse_loss"), ("SGD", "update"),
         ("toynet.dynamic.autograd", "run_backward"), ("toynet.static.passes", "default_pipeline"),
-        ("toynet.static.compile", "compile_graph"), ("toynet.nn.graph_guard", "guard_graph"), ("Graph", "__call__")}
+        ("toynet.static.compile", "compile_graph"), ("toynet.nn.graph_plans", "guard_graph"), ("Graph", "__call__")}
     assert all("fast" in r.fast.__module__.split(".") for r in replaced)   # fast code lives in fast/ folders
     before = flow.is_fast_path()
     with flow.set_fast_path(not before):

@@ -11,7 +11,7 @@ from graphs import InferenceGraph, TrainGraph
 
 import toynet as flow
 from toynet import nn
-from toynet.static.arguments import flatten, signature, unflatten
+from toynet.static.trace import flatten, signature, unflatten
 from toynet.static.trace import StateInfo, trace_step
 
 # ------------------------------------------------------------------------------ the seeds' examples
@@ -760,9 +760,11 @@ def test_trace_step_records_updates_through_tracer_scope_and_update():
 
     seen = []
     states = {id(weight): StateInfo("w", "buffer", weight)}
-    graph, states = trace_step("G", build, *flatten(((flow.ones(3),), {})), states, {}, updates=updates,
-                               on_input=lambda name, v: seen.append(name), on_output=lambda name, v: seen.append(name))
-    assert seen == ["_G-input_0", "_G-output_0"]
+    graph, tracer = trace_step("G", build, *flatten(((flow.ones(3),), {})), states, {}, updates=updates,
+                               watch=lambda kind, name, v: seen.append((kind, name)))
+    assert [(kind, name) for kind, name in seen if kind != "op"] == [("input", "_G-input_0"), ("output", "_G-output_0")]
+    assert [kind for kind, _, _ in tracer.events] == ["input", "output"]
+    states = tracer.state_tensors
     assert states == {"w": weight, "count": counter}
     assert sorted(graph.updates) == ["count", "w"]
     assert graph.updates["count"].name.startswith("count-") and graph.updates["count"].phase == "optimizer"

@@ -248,7 +248,7 @@ def test_a_value_the_user_returns_is_not_folded_away():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 64), st.integers(0, 30), st.integers(0, 10)), min_size=1, max_size=40))
 def test_the_arena_never_overlaps_two_values_alive_at_once(buffers):
-    from toynet.static.passes.memory import _place
+    from toynet.static.passes.fast.memory import _place
     sizes = [64 * n for n, _, _ in buffers]
     spans = [(start, start + length) for _, start, length in buffers]
     offsets, arena = _place(sizes, spans)

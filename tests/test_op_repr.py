@@ -21,7 +21,7 @@ import toynet as flow
 # The layers here are one fused linear op each on the fast path, which the expected names spell.
 pytestmark = pytest.mark.usefixtures("fast_path")
 from toynet import nn
-from toynet.nn.graph_pystack import source_text, stack_text
+from toynet.nn.graph_print import source_text, stack_text
 
 
 class Scaled(nn.Module):

@@ -83,7 +83,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     seeds = _seeds(tensors, grad_tensors, "backward")
     if any(t.node is not None for t in tensors):
         # Inside nn.Graph.build: the tracer runs this same engine on lazy tensors (symbolic autodiff).
-        mode.current_tracer().backward(tensors, seeds, retain_graph, create_graph)
+        (mode.tracer or mode.current_tracer()).backward(tensors, seeds, retain_graph, create_graph)
         return
     run_backward(tensors, seeds, retain_graph=create_graph if retain_graph is None else retain_graph,
                  create_graph=create_graph)

@@ -308,7 +308,7 @@ class Tensor:
     def detach(self) -> "Tensor":
         """A tensor sharing this one's data but cut from the graph (no grad_fn, no requires_grad)."""
         if self.node is not None:
-            return mode.current_tracer().detach(self)
+            return (mode.tracer or mode.current_tracer()).detach(self)
         t = Tensor.wrap(self.array, self.device)
         t._version = self   # a view: as in PyTorch, a write through it is seen by backward
         return t
@@ -337,7 +337,7 @@ class Tensor:
             if tuple(size) != tuple(self.shape):
                 raise RuntimeError(f"new_full: inside nn.Graph.build() a new tensor must have the shape of the "
                                    f"one it is made from, {tuple(self.shape)}; got {size}")
-            return mode.current_tracer().full_like(self, fill_value, dtype)
+            return (mode.tracer or mode.current_tracer()).full_like(self, fill_value, dtype)
         array_dtype = self.array.dtype if dtype is None else backend.to_dtype(dtype).array_dtype
         return Tensor.wrap(self.device.xp.full(tuple(size), fill_value, dtype=array_dtype), self.device)
 

@@ -21,13 +21,13 @@ call the object::
 This module is the facade: OneFlow's API, config and printouts over toynet's static engine. A call
 reads as the engine's stages, each in its own module::
 
-    __call__     flatten the arguments; find the plan compiled for their signature  (static.arguments)
-                 whose guard still holds                                            (graph_guard, graph_cache)
+    __call__     flatten the arguments; find the plan compiled for their signature  (static.trace)
+                 whose guard still holds                                            (graph_plans)                  
     _compile     trace_step: build on lazy tensors, loss.backward(), the updates   (static.trace, graph_train)
                  optimize: the passes rewrite the traced graph                      (static.passes)
                  compile_graph: the optimised graph becomes generated code          (static.compile)
     _run         plan.run on the input and state arrays: exactly ``plan.source``;
-                 rebuild build()'s result around its output arrays                  (static.arguments)
+                 rebuild build()'s result around its output arrays                  (static.trace)
 
 So the first call with given input shapes compiles and every call runs the plan. New input shapes
 compile again (OneFlow fails), and so does a call after something the plan took for granted changed
@@ -53,17 +53,16 @@ from ..dynamic.tensor import Tensor
 from ..optim.optimizer import Optimizer
 from ..static import compile as compiler
 from ..static import passes
-from ..static.arguments import bake_numbers, flatten_call, leaf_kinds, signature, unflatten
+from ..static.trace import bake_numbers, flatten_call, leaf_kinds, signature, unflatten
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
 from ..static.serialize import save_graph
 from ..static.trace import STATIC_HINT, StateInfo, trace_step
-from . import graph_guard
-from .graph_cache import (CompiledGraph, GraphConfig, PlanCache, build_parameters, describe_inputs,
-                          eviction_warning)
-from .graph_amp import GradScalerMixin, GraphModule, compile_options, scaled_build  # noqa: F401 (nn.graph.*)
-from .graph_debug import DebugPrinter
-from .graph_outline import OutlineRecorder, build_outline
+from . import graph_plans
+from .graph_amp import GradScalerMixin, GraphModule, scaled_build  # noqa: F401 (nn.graph.GraphModule)
+from .graph_plans import (CompiledGraph, GraphConfig, PlanCache, build_parameters, compile_options,
+                          describe_inputs, eviction_warning)
+from .graph_print import DebugPrinter, Record, build_outline
 from .graph_state import GraphStateMixin
 from .graph_trace import trace_function
 from .graph_train import OptimizerBinding, scheduled_commit, trace_updates
@@ -211,7 +210,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
         return self.outline().render()
 
     def outline(self):
-        """The tagged tree ``print(graph)`` shows (see toynet.nn.graph_outline), with the inputs and outputs
+        """The tagged tree ``print(graph)`` shows (see toynet.nn.graph_print), with the inputs and outputs
         traced by the latest compilation."""
         latest = self._compiled.latest
         record = latest.record if latest is not None else None
@@ -261,7 +260,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
             raise
 
     def _run_failed(self, error: Exception) -> None:
-        print(f"[ERROR]{self._debug.tag} run got error: {type(error)} {error}")
+        print(f"[ERROR](GRAPH:{self._name}:{type(self).__name__}) run got error: {type(error)} {error}")
 
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[CompiledGraph, list]:
         """Flatten the call, find the plan compiled for its signature whose guard holds, or compile one."""
@@ -269,23 +268,25 @@ class Graph(GraphStateMixin, GradScalerMixin):
         leaves, spec = flatten_call(args, kwargs, static, self._build_parameters() if static else ())
         key = (signature(leaves, spec), mode.fast)  # each path (lesson, fast) compiles plans of its own
         cache = self._compiled
-        cache.limit = self.config.cache_limit
         compiled, failures = cache.lookup(key)
         if compiled is None:
-            tag = self._debug.tag
             if failures:
-                self._debug.log(1, f"{tag} is compiling a new graph: the plan compiled for these inputs no longer "
-                                   f"fits, a guard failed: {'; '.join(failures)}.")
+                self._log(1, f"is compiling a new graph: the plan compiled for these inputs no longer fits, a guard "
+                             f"failed: {'; '.join(failures)}.")
             elif cache:
-                self._debug.log(1, f"{tag} got a new input shape, is compiling a new graph. Inputs: "
-                                   f"{describe_inputs(leaves)}.")
+                self._log(1, f"got a new input shape, is compiling a new graph. Inputs: {describe_inputs(leaves)}.")
             compiled = self._compile(leaves, spec, key, failures)
-            for old in cache.add(compiled):
-                self._debug.log(1, f"{tag} keeps at most {cache.limit} compiled plans (graph.config.cache_limit): "
-                                   f"dropped the least recently used one, {old!r}.")
+            for old in cache.add(compiled, self.config.cache_limit):
+                self._log(1, f"keeps at most {cache.limit} compiled plans (graph.config.cache_limit): dropped the "
+                             f"least recently used one, {old!r}.")
                 if cache.evictions == 1:
                     warnings.warn(eviction_warning(self._name, cache.limit), RuntimeWarning, stacklevel=3)
         return compiled, compiled.inputs(leaves)
+
+    def _log(self, level: int, message: str) -> None:
+        """A debug message of this graph (printed if ``graph.debug(level)`` or higher asked for it)."""
+        if self._debug.level >= level:
+            self._debug.log(level, f"{self._debug.tag} {message}")
 
     def _build_parameters(self) -> tuple[str, ...]:
         """The names of build()'s parameters (to find the static arguments among positional ones)."""
@@ -298,16 +299,17 @@ class Graph(GraphStateMixin, GradScalerMixin):
     def _compile(self, leaves: list, spec: Any, key: Any, failures: list = ()) -> CompiledGraph:
         """Trace one step, optimise the traced graph, compile it into a plan (debug() prints each stage);
         ``failures``: why the plan compiled for ``key`` no longer fits (its guard's words), if it is why."""
-        start = time.perf_counter()
-        debug, record = self._debug, OutlineRecorder(self._name)
-        debug.log(0, f"{debug.tag} start building graph.")
+        start, debug, record = time.perf_counter(), self._debug, Record([], {})
+        self._log(0, "start building graph.")
         # A training graph's step ends with its optimizers' updates (toynet.nn.graph_train).
         updates = ((lambda tracer: trace_updates(tracer, self._optimizers, self._train_step_tensor, self._grad_scaler))
                    if self._optimizers else None)
         fed = [b.lr_tensors for b in self._optimizers]
+        build = self.build if self._grad_scaler is None else scaled_build(self)
+        watch = debug.watcher(record.stacks) if debug.level >= 1 or debug.op_repr else None
         try:
-            traced, states = trace_step(self._name, scaled_build(self), leaves, spec, self._states(),
-                                        self._module_paths(), updates=updates, **debug.trace_hooks(record))
+            traced, tracer = trace_step(self._name, build, leaves, spec, self._states(), self._module_paths(),
+                                        updates=updates, watch=watch)
         except Exception as error:
             print(f"[ERROR]{debug.tag} building graph got error.")
             if failures and hasattr(error, "add_note"):
@@ -316,25 +318,26 @@ class Graph(GraphStateMixin, GradScalerMixin):
                 error.add_note(f"The call's Python numbers are inputs of the graph, 0-d tensors in build(): if "
                                f"build() needs one's value, that is why. {STATIC_HINT}")
             raise
+        record.events.extend(tracer.events)
         if any(a is not b.lr_tensors for a, b in zip(fed, self._optimizers)):
             self._forget_plans()  # remade learning-rate inputs (another device): the other plans read the old
-        debug.log(0, f"{debug.tag} end building graph.")
-        debug.log(0, f"{debug.tag} building graph Done! Cost time: {round(time.perf_counter() - start, 2)}s.\n")
+        self._log(0, "end building graph.")
+        self._log(0, f"building graph Done! Cost time: {round(time.perf_counter() - start, 2)}s.\n")
         compile_start = time.perf_counter()
-        debug.log(0, f"{debug.tag} start compiling plan and init graph runtime.")
+        self._log(0, "start compiling plan and init graph runtime.")
         try:
-            optimized, reports = passes.optimize(traced, self.config.disabled_passes, on_pass=debug.pass_logger(),
-                                                 **compile_options(self))
+            optimized, reports = passes.optimize(traced, self.config.disabled_passes, **compile_options(self),
+                                                 on_pass=debug.pass_logger() if debug.level >= 1 else None)
             plan = compiler.compile_graph(optimized)
         except Exception:
             print(f"[ERROR]{debug.tag} building plan got error.")
             raise
-        debug.log(0, f"{debug.tag} end compiling plan and init graph rumtime.")
-        debug.log(0, f"{debug.tag} compiling plan Done! Cost time: "
-                     f"{round(time.perf_counter() - compile_start, 2)}s.\n")
-        guard = graph_guard.guard_graph(self, traced, states, plan.state_names)
-        compiled = CompiledGraph(key, traced, optimized, reports, plan, states, record,
-                                 time.perf_counter() - start, guard)
+        self._log(0, "end compiling plan and init graph rumtime.")
+        self._log(0, f"compiling plan Done! Cost time: {round(time.perf_counter() - compile_start, 2)}s.\n")
+        states = tracer.state_tensors
+        guard = graph_plans.guard_graph(self, traced, states, plan.state_names)
+        compiled = CompiledGraph(key, traced, optimized, reports, plan, states, record, time.perf_counter() - start,
+                                 guard)
         # The plan's own commit is one C call with NumPy. With Python work in it (a scheduler's step, another
         # array module's setitem), the graph commits, with Ctrl-C held off (toynet.nn.graph_train).
         if plan.device is not backend.CPU or any(b.lr_scheduler is not None for b in self._optimizers):

@@ -1,9 +1,12 @@
-"""What mixed precision and activation checkpointing add to an ``nn.Graph``'s compilation.
+"""What mixed precision and activation checkpointing add to an ``nn.Graph``.
 
-* :func:`compile_options`: the optional passes a compilation runs (``graph.config.enable_amp(True)``:
-  float16 matrix products; modules with ``activation_checkpointing``: recompute in backward), and
-  :func:`settings_of`, which the plan's guard checks are still what it was compiled with (toggling either
-  compiles again).
+* :class:`GraphModule`: ``graph.model.block.to(nn.graph.GraphModule).activation_checkpointing = True``, OneFlow's
+  per-module Graph-mode setting (the pass :mod:`toynet.static.passes.checkpoint` does what it asks). OneFlow
+  wraps every module assigned to an ``nn.Graph`` in a proxy that keeps such settings; toynet has no proxies
+  (``graph.model`` is the very module you assigned), so a GraphModule is a small view onto one module that
+  keeps its settings in the module's own ``__dict__`` (under :data:`SETTINGS`). OneFlow's older spelling
+  ``module.config.activation_checkpointing`` works too. A setting belongs to the module: every graph that
+  holds it sees it, and a plan's guard compiles again after a change (``toynet.nn.graph_plans.settings_of``).
 * :class:`GradScalerMixin`: ``graph.set_grad_scaler(scaler)``.
 * :func:`scaled_build`: build() with the loss scale as a state of the graph, by which the tracer
   multiplies backward's seed (``loss.backward()`` then differentiates S * loss).
@@ -21,25 +24,64 @@ from ..dynamic.amp import GradScaler
 from ..dynamic.functional import where
 from ..static.trace import Tracer
 from ..dynamic.tensor import Tensor
-from .graph_module import GraphModule, checkpointed_paths
-from .module import CHANGES
+from .module import CHANGES, Module
+
+SETTINGS = "_graph_module_settings"  # the key, in a module's __dict__, of its Graph-mode settings
 
 LOSS_SCALE = "System-Train-LossScale"
 GROWTH_TRACKER = "System-Train-LossScaleGrowthTracker"
 
-__all__ = ["GradScalerMixin", "GraphModule", "compile_options", "scaled_build", "settings_of", "unscale_and_check"]
+__all__ = ["GradScalerMixin", "GraphModule", "SETTINGS", "scaled_build", "unscale_and_check"]
 
 
-def compile_options(graph: Any) -> dict:
-    """The keyword arguments of :func:`toynet.static.passes.optimize` this graph's settings ask for."""
-    return {"amp": graph.config.amp_enabled, "checkpoint": checkpointed_paths(graph._modules)}
+class GraphModule:
+    """Graph-mode settings of one module: ``activation_checkpointing`` (and ``config``, itself, for
+    OneFlow's older ``module.config.activation_checkpointing`` spelling)."""
 
+    #: ``module.to(GraphModule)`` asks for this view rather than a device or dtype.
+    wraps_modules = True
 
-def settings_of(graph: Any) -> dict:
-    """The graph's settings a compiled plan depends on: AMP, the checkpointed modules, the grad scaler's
-    settings (its guard checks they are still what they were, see toynet.nn.graph_guard)."""
-    scaler = graph.__dict__.get("_grad_scaler")
-    return {**compile_options(graph), "grad scaler": scaler.settings() if scaler is not None else None}
+    def __init__(self, module: Any):
+        object.__setattr__(self, "origin", module)
+
+    @classmethod
+    def of(cls, module: Any) -> "GraphModule":
+        return cls(module)
+
+    def _settings(self) -> dict:
+        return self.origin.__dict__.setdefault(SETTINGS, {})
+
+    @property
+    def config(self) -> "GraphModule":
+        return self
+
+    @property
+    def activation_checkpointing(self) -> bool:
+        """Recompute this module's activations in backward instead of keeping them from forward."""
+        return self._settings().get("activation_checkpointing", False)
+
+    @activation_checkpointing.setter
+    def activation_checkpointing(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"activation_checkpointing must be True or False, got {value!r}")
+        self._settings()["activation_checkpointing"] = value
+        CHANGES[0] += 1
+
+    def to(self, cls: type) -> "GraphModule":
+        if cls is GraphModule:
+            return self
+        raise TypeError(f"a GraphModule converts only to nn.graph.GraphModule, got {cls!r}; to move or cast the "
+                        f"module itself, call .to() on graph_module.origin")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not hasattr(type(self), name):
+            raise AttributeError(f"nn.graph.GraphModule has no setting {name!r}; the one toynet knows is "
+                                 "activation_checkpointing")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"GraphModule({type(self.origin).__name__}, activation_checkpointing={self.activation_checkpointing})"
+
 
 
 class GradScalerMixin:
@@ -95,3 +137,6 @@ def unscale_and_check(tracer: Tracer, scaler: GradScaler, grads: dict[str, Tenso
         tracer.update(scaler.scale_tensor, new_scale)
         tracer.update(scaler.growth_tracker, new_tracker)
     return unscaled, lambda new, old: where(finite, new, old)
+
+
+Module.graph_settings = GraphModule  # module.config is this view

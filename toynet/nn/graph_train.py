@@ -109,7 +109,7 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
                         "or convert the model to the inputs' dtype (model.double()).")
                 state = optimizer.state.get(p)
                 if state is None:
-                    state = optimizer.state[p] = optimizer.init_state(p)
+                    state = optimizer.state[p] = optimizer.init_state(p, group)
                 slots = optimizer.slot_names
                 lazy_state = {k: tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", v)
                               for k, v in state.items()}

@@ -57,7 +57,7 @@ class Module:
 
     training: bool
     #: The view of a module's Graph-mode settings that OneFlow's ``module.config`` gives
-    #: (``toynet.nn.graph_module.GraphModule``, which registers itself here).
+    #: (``toynet.nn.graph_amp.GraphModule``, which registers itself here).
     graph_settings: Any = None
 
     def __init__(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import backend, serialization
 from ..ops import OPS
-from ..static.arguments import TENSOR
+from ..static.trace import TENSOR
 from ..static.serialize import DeployedGraph, decode_graph, encode_value, printable
 from ..static.validate import MAX_SOURCE
 from .export import require_onnx

@@ -159,8 +159,10 @@ class Optimizer:
         for p, _, _ in updates:
             autograd.note_write(p, f"{type(self).__name__}.step()")
         # All at once: each parameter's new array, each parameter's new state (new tensors: nothing is written
-        # into the old ones, which a compiled nn.Graph may still read).
-        commit([(p, "array", new.array) for p, new, _ in updates], [(self.state, p, s) for p, _, s in updates])
+        # into the old ones, which a compiled nn.Graph may still read); a slot the step left alone (Adam's
+        # max_exp_avg_sq with amsgrad switched off) is kept, as nn.Graph keeps a state no update writes.
+        commit([(p, "array", new.array) for p, new, _ in updates],
+               [(self.state, p, {**self.state.get(p, {}), **s}) for p, _, s in updates])
         return loss
 
     def _update(self, p: Tensor, group: dict) -> tuple[Tensor, Tensor, dict]:

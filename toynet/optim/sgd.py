@@ -68,9 +68,9 @@ class SGD(Optimizer):
     def direction(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> tuple[Tensor, dict]:
         """The step's direction ``d`` (the update is ``param - lr * d``) and the new state."""
         d = grad if group["weight_decay"] == 0 else grad + group["weight_decay"] * param
-        momentum, dampening = group["momentum"], group["dampening"]
-        if momentum == 0:
+        if group["momentum"] == 0:
             return d, state
+        momentum, dampening = group["momentum"], group["dampening"]
         if "momentum_buffer" not in state:  # momentum was switched on after the first step
             state = self._fresh_state(param, group)
         new_state = dict(state)

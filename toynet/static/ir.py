@@ -21,7 +21,7 @@ before it stays to be printed or drawn, and says what it changed in a :class:`Pa
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
 from ..backend import Device, DType
@@ -34,6 +34,7 @@ PHASES = (FORWARD, BACKWARD, OPTIMIZER)
 INPUT, STATE, CONSTANT, OP = "input", "state", "constant", "op"
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Node:
     """One value of a static graph.
 
@@ -57,29 +58,26 @@ class Node:
             :mod:`toynet.static.passes.fast.kernels`); ``""``: the op's usual code.
     """
 
-    __slots__ = ("name", "kind", "op", "inputs", "attrs", "shape", "dtype", "device", "phase", "scope",
-                 "source", "state_name", "state_kind", "value", "requires_grad", "kernel")
+    name: str
+    kind: str
+    shape: tuple
+    dtype: DType
+    device: Device
+    _: KW_ONLY
+    op: Any = None
+    inputs: tuple = ()
+    attrs: dict = field(default_factory=dict)
+    phase: str = FORWARD
+    scope: str = ""
+    source: str = ""
+    state_name: str = ""
+    state_kind: str = ""
+    value: Any = None
+    requires_grad: bool = False
+    kernel: str = ""
 
-    def __init__(self, name: str, kind: str, shape: tuple, dtype: DType, device: Device, *, op: Any = None,
-                 inputs: tuple = (), attrs: dict | None = None, phase: str = FORWARD, scope: str = "",
-                 source: str = "", state_name: str = "", state_kind: str = "", value: Any = None,
-                 requires_grad: bool = False, kernel: str = ""):
-        self.name = name
-        self.kind = kind
-        self.op = op
-        self.inputs = tuple(inputs)
-        self.attrs = dict(attrs or {})
-        self.shape = tuple(shape)
-        self.dtype = dtype
-        self.device = device
-        self.phase = phase
-        self.scope = scope
-        self.source = source
-        self.state_name = state_name
-        self.state_kind = state_kind
-        self.value = value
-        self.requires_grad = requires_grad
-        self.kernel = kernel
+    def __post_init__(self) -> None:  # own copies: a pass may rewrite them
+        self.shape, self.inputs, self.attrs = tuple(self.shape), tuple(self.inputs), dict(self.attrs or {})
 
     def redirect_inputs(self, replaced: dict[int, "Node"]) -> None:
         """Read replacement nodes (``id(old) -> new``) instead of the ones a pass removed."""
@@ -115,21 +113,23 @@ def format_arg(x: Any) -> str:
     return f"%{x.name}" if isinstance(x, Node) else repr(x)
 
 
+@dataclass(eq=False, repr=False)
 class Graph:
-    """A traced program: nodes in dependency order plus its inputs, outputs and state updates."""
+    """A traced program: nodes in dependency order plus its inputs, outputs and state updates.
 
-    def __init__(self, name: str):
-        self.name = name
-        self.nodes: list[Node] = []
-        self.inputs: list[Node] = []
-        self.outputs: list[Node] = []
-        #: How to rebuild build()'s return value from ``outputs`` (see toynet.static.trace).
-        self.output_structure: Any = None
-        #: State name -> the node whose value becomes that state's value after a call.
-        self.updates: dict[str, Node] = {}
-        #: Set by the memory-planning pass (a toynet.static.passes.memory.MemoryPlan).
-        self.memory: Any = None
-        self._names: set[str] = set()
+    ``output_structure`` says how to rebuild build()'s return value around ``outputs`` (see
+    :func:`toynet.static.trace.unflatten`); ``updates`` maps each state's name to the node whose value it
+    holds after a call; ``memory`` is set by the memory-planning pass.
+    """
+
+    name: str
+    nodes: list[Node] = field(default_factory=list)
+    inputs: list[Node] = field(default_factory=list)
+    outputs: list[Node] = field(default_factory=list)
+    output_structure: Any = None
+    updates: dict[str, Node] = field(default_factory=dict)
+    memory: Any = None
+    _names: set[str] = field(default_factory=set)
 
     # ------------------------------------------------------------------------------ building
 
@@ -213,22 +213,12 @@ class Graph:
 
     def copy(self) -> "Graph":
         """A graph with fresh Node objects (so a pass can rewrite it while the original stays)."""
-        clone = Graph(self.name)
-        mapping: dict[int, Node] = {}
+        new: dict[int, Node] = {}
         for n in self.nodes:
-            m = Node(n.name, n.kind, n.shape, n.dtype, n.device, op=n.op,
-                     inputs=tuple(mapping[id(x)] if isinstance(x, Node) else x for x in n.inputs),
-                     attrs=n.attrs, phase=n.phase, scope=n.scope, source=n.source, state_name=n.state_name,
-                     state_kind=n.state_kind, value=n.value, requires_grad=n.requires_grad, kernel=n.kernel)
-            mapping[id(n)] = m
-            clone.nodes.append(m)
-        clone._names = set(self._names)
-        clone.inputs = [mapping[id(n)] for n in self.inputs]
-        clone.outputs = [mapping[id(n)] for n in self.outputs]
-        clone.output_structure = self.output_structure
-        clone.updates = {k: mapping[id(v)] for k, v in self.updates.items()}
-        clone.memory = self.memory
-        return clone
+            new[id(n)] = replace(n, inputs=tuple(new[id(x)] if isinstance(x, Node) else x for x in n.inputs))
+        return replace(self, nodes=list(new.values()), inputs=[new[id(n)] for n in self.inputs],
+                       outputs=[new[id(n)] for n in self.outputs], _names=set(self._names),
+                       updates={k: new[id(v)] for k, v in self.updates.items()})
 
     # ------------------------------------------------------------------------------- printing
 

@@ -23,7 +23,7 @@ from typing import Any
 from .. import backend, serialization
 from ..ops import OPS
 from ..dynamic.tensor import Tensor
-from .arguments import unflatten
+from .trace import unflatten
 from .compile import Plan
 from .ir import CONSTANT, INPUT, OP, STATE, Graph, Node
 from .passes import optimize

@@ -1,6 +1,6 @@
 """Tracing: run the user's unchanged eager code on *lazy* tensors and write down every op as a Node.
 
-While a :class:`Tracer` is installed (``toynet.mode.set_tracer``), :func:`toynet.dynamic.tensor.apply` hands
+While a :class:`Tracer` is installed (``toynet.mode.tracer``), :func:`toynet.dynamic.tensor.apply` hands
 every op to :meth:`Tracer.apply` instead of computing it. The tracer
 
 * turns the op's inputs into lazy tensors: graph inputs are already lazy; an eager tensor that is
@@ -15,255 +15,227 @@ every op to :meth:`Tracer.apply` instead of computing it. The tracer
 Python control flow runs once, at trace time: ``if`` and ``for`` over *shapes* are fine, but code that
 needs a tensor's *values* (``.item()``, ``if loss > 0:``) cannot be traced and says why.
 
-A Python number the graph takes as an input (see :mod:`toynet.static.arguments`) is a 0-d lazy tensor
-in ``build`` that stays *weak*, as the number is in Eager mode: its shape rules see a Python number
-(``float32 * 0.5`` is float32, not float64), the plan is handed the number itself, and ops on such
-numbers alone give numbers again.
+**The call's arguments.** ``build`` may take and return any nesting of tuples, lists and dicts around
+tensors. A plan works on flat lists of arrays, so a call is flattened on the way in and ``build``'s result
+rebuilt on the way out, by the one pair :func:`flatten` / :func:`unflatten`::
 
-:func:`trace_step` traces one whole step with a Tracer: the call's inputs, ``build`` (forward, and the
-backward ops ``loss.backward()`` appends), its outputs, then the optimizer's updates, which the caller
-records through :meth:`Tracer.update` and :meth:`Tracer.scope`. ``nn.Graph`` calls it, then optimises
-the traced graph (toynet.static.passes) and compiles it into a plan (toynet.static.fast.compile).
+    leaves, spec = flatten(((x, y), {"k": 2}))
+    # leaves: [x, y, 2]                              every non-container value, in order
+    # spec:   ("tuple", (("tuple", ("T", "T")), ("dict", (("k", ("V", 2)),))))
+    unflatten(spec, iter([x2, y2]))                  # ((x2, y2), {"k": 2})
+
+The spec is made of tuples only, so it can be hashed (a plan's key, :func:`signature`) and saved with a
+deployed graph. :func:`flatten_call` flattens a graph's call: tensors and NumPy arrays are inputs (their
+shapes and dtypes are in the signature, their values fed on every call); Python ``int`` and ``float``
+numbers are inputs too, ``("N", "float")`` in the spec, so a new value runs the same plan (``build`` sees a
+0-d lazy tensor that stays *weak* as the number is in Eager mode: ``float32 * 0.5`` is float32, and ops on
+such numbers alone give numbers again), except in the arguments declared static; anything else is a value
+of the spec, and a new value compiles a new plan.
+
+:func:`trace_step` traces one whole step: the call's inputs, ``build`` (forward, and the backward ops
+``loss.backward()`` appends), its outputs, then the optimizer's updates, which the caller records through
+:meth:`Tracer.update` and :meth:`Tracer.scope`. ``nn.Graph`` calls it, then optimises the traced graph
+(toynet.static.passes) and compiles it into a plan (toynet.static.compile).
 """
 
 from __future__ import annotations
 
 import contextlib
-import weakref
 import linecache
 import os
 import sys
+import weakref
+from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from .. import backend, mode
 from ..dynamic import autograd
 from ..dynamic.autograd import GradFn
 from ..dynamic.tensor import Tensor
 from ..ops import OPS, ShapeError
-from .arguments import flatten, graph_inputs, unflatten
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
 
 #: How to make a number argument a constant of the plan (said wherever build() needs its value).
 STATIC_HINT = ("Declare that argument static, e.g. self.config.set_static_arguments('name') in the graph's "
                "__init__: each value then compiles a plan of its own.")
 
-class StateInfo:
+
+class StateInfo(NamedTuple):
     """An eager tensor the graph reads and may update: its name in ``graph.state_dict()`` and its kind."""
 
-    __slots__ = ("name", "kind", "tensor")
+    name: str
+    kind: str
+    tensor: Tensor
 
-    def __init__(self, name: str, kind: str, tensor: Tensor):
-        self.name, self.kind, self.tensor = name, kind, tensor
 
-
+@dataclass(eq=False)
 class Tracer:
-    """Builds a :class:`Graph` from ops applied while it is installed.
+    """Builds a :class:`Graph` from the ops applied while it is installed.
 
-    Args:
-        graph: the graph to fill.
-        states: ``id(eager tensor) -> StateInfo`` for every parameter and buffer of the graph's modules.
-        module_paths: ``id(module) -> "model.features.0"``, to name ops by the module they ran in.
-        on_module_call: told ``(phase, path, module, values)`` with phase "enter"/"exit" (for print(graph)).
-        log_op: told about every op node added (``graph.debug(2)`` prints them).
-        allow_backward: may ``build`` call ``loss.backward()`` (only a graph with an optimizer trains)?
+    ``states``: ``id(eager tensor) -> StateInfo`` for every parameter and buffer of the graph's modules;
+    ``module_paths``: ``id(module) -> "model.features.0"``, to name ops by the module they ran in;
+    ``allow_backward``: may ``build`` call ``loss.backward()`` (only a graph with an optimizer trains)?
+    ``events`` records the graph's inputs and outputs and every module call, ``(kind, name, value)`` with
+    kind ``"input"``, ``"output"``, ``"enter"`` or ``"exit"`` (``print(graph)`` shows them), and ``watch``, if
+    given, is told of each event as it happens, and of each op node, ``("op", node.name, node)``.
     """
 
-    def __init__(self, graph: Graph, states: dict[int, StateInfo], module_paths: dict[int, str],
-                 on_module_call: Callable | None = None, log_op: Callable | None = None,
-                 allow_backward: bool = False):
-        self.graph = graph
-        self.states = states
-        self.module_paths = module_paths
-        self.on_module_call = on_module_call
-        self.log_op = log_op
-        self.allow_backward = allow_backward
-        self.phase = FORWARD
-        self.scopes: list[str] = []
-        self._sources: list[str] = []                 # what made the ops of a scope, when not the user's line
-        self.op_count = 0
-        self.device: backend.Device | None = None
-        self._lazy_of: dict[int, Tensor] = {}        # id(eager tensor) -> its lazy stand-in
-        self._keep_alive: list[Tensor] = []           # eager tensors we hold ids of
-        #: State name -> the eager tensor that holds its value between calls.
-        self.state_tensors: dict[str, Tensor] = {}
-        self._state_name: dict[int, str] = {}        # id(eager state tensor) -> its state name
-        self._node_of_fn: dict[int, Node] = {}   # id(GradFn) -> the forward node it differentiates
-        self._grad_of: Node | None = None         # while backward runs: the node whose vjp is emitting
-        #: id(node) -> a Python number of its kind, for the values that are Python numbers when the plan
-        #: runs (the call's number inputs and what ops make of them alone): shape rules see that number.
-        self._numbers: dict[int, Any] = {}
-        self.loss_scale: Tensor | None = None   # AMP's loss scale S: backward differentiates S * loss
+    graph: Graph
+    states: dict[int, StateInfo]
+    module_paths: dict[int, str]
+    allow_backward: bool = False
+    watch: Callable[[str, str, Any], None] | None = None
+    events: list = field(default_factory=list)
+    phase: str = FORWARD
+    scopes: list = field(default_factory=list)      # (scope name, what made its ops if not the user's line)
+    device: backend.Device | None = None            # where the graph runs: one device for every value
+    state_tensors: dict[str, Tensor] = field(default_factory=dict)  # state name -> the eager tensor holding it
+    lazy_of: dict[int, Tensor] = field(default_factory=dict)        # id(eager tensor) -> its lazy stand-in
+    keep_alive: list = field(default_factory=list)                  # the eager tensors whose ids we hold
+    state_name: dict[int, str] = field(default_factory=dict)        # id(eager state tensor) -> its name
+    node_of_fn: dict[GradFn, Node] = field(default_factory=dict)    # record -> the forward node it differentiates
+    grad_of: Node | None = None                                     # in backward: the node whose vjp runs
+    numbers: dict[int, Any] = field(default_factory=dict)  # id(node) -> a Python number of its kind (weak values)
+    op_count: int = 0                               # ops recorded so far (an op node's name ends with its number)
+    loss_scale: Tensor | None = None                # AMP's loss scale S: backward differentiates S * loss
 
-    # ------------------------------------------------------------------------------ nodes
-
-    @property
-    def current_scope(self) -> str:
-        """The innermost scope: ops are named ``<scope>-<op>-<k>`` after it."""
-        return self.scopes[-1] if self.scopes else ""
+    # ------------------------------------------------------------------------------------- nodes
 
     @contextlib.contextmanager
     def scope(self, name: str, source: str | None = None) -> Iterator[None]:
         """Name the ops recorded inside the block after ``name`` (a module path, a parameter's name).
-
         ``source`` says what made them when the user's line would not (an optimizer's update rule: the
         user's line is only the call of the graph, the same for every update op)."""
-        self.scopes.append(name)
-        self._sources.append(source)
+        self.scopes.append((name, source))
         try:
             yield
         finally:
             self.scopes.pop()
-            self._sources.pop()
 
-    def _check_device(self, device: backend.Device, what: str) -> None:
-        if self.device is None:
-            self.device = device
-        elif device != self.device:
+    def add(self, node: Node) -> Node:
+        """Append ``node`` to the graph (the graph makes its name unique); every value is on the graph's device."""
+        if node.kind != OP and self.device is not None and node.device != self.device:
+            what = {INPUT: "input", STATE: node.state_kind}.get(node.kind, "a tensor created outside the modules:")
             raise RuntimeError(
-                f"nn.Graph {self.graph.name}: {what} is on {device} but the graph runs on {self.device}; "
-                "a graph runs on one device: move its modules and inputs with .to(device) before calling it")
+                f"nn.Graph {self.graph.name}: {what} {node.name} is on {node.device} but the graph runs on "
+                f"{self.device}; a graph runs on one device: move its modules and inputs with .to(device) before "
+                "calling it")
+        self.device = self.device or node.device
+        self.graph.add(node)
+        if self.watch is not None and node.kind == OP:
+            self.watch("op", node.name, node)
+        for observer in mode.node_observers:
+            observer(node, self.graph)
+        return node
 
     def add_input(self, name: str, value: Tensor) -> Tensor:
-        self._check_device(value.device, f"input {name}")
-        node = self.graph.add(Node(name, INPUT, value.shape, value.dtype, value.device))
+        node = self.add(Node(name, INPUT, value.shape, value.dtype, value.device))
         self.graph.inputs.append(node)
-        self._notify(node)
         return Tensor.lazy(node)
 
     def add_number(self, name: str, value: int | float) -> Tensor:
         """A graph input that is a Python number on every call (an ``int`` or ``float`` argument)."""
         kind = "float" if isinstance(value, float) else "int"
         dtype = backend.float64 if kind == "float" else backend.int64
-        node = self.graph.add(Node(name, INPUT, (), dtype, self.device or backend.CPU, attrs={"number": kind}))
+        node = self.add(Node(name, INPUT, (), dtype, self.device or backend.CPU, attrs={"number": kind}))
         self.graph.inputs.append(node)
-        self._numbers[id(node)] = 1.0 if kind == "float" else 1
-        self._notify(node)
+        self.numbers[id(node)] = 1.0 if kind == "float" else 1
         return Tensor.lazy(node)
 
     def add_state(self, name: str, kind: str, tensor: Tensor) -> Tensor:
         """Make (once) the lazy stand-in of an eager state tensor."""
-        lazy = self._lazy_of.get(id(tensor))
-        if lazy is None:
-            self._check_device(tensor.device, f"{kind} {name}")
-            node = self.graph.add(Node(name, STATE, tensor.shape, tensor.dtype, tensor.device,
-                                       state_name=name, state_kind=kind, requires_grad=tensor.requires_grad))
-            lazy = Tensor.lazy(node, requires_grad=tensor.requires_grad)
-            self._lazy_of[id(tensor)] = lazy
-            self._keep_alive.append(tensor)
+        if id(tensor) not in self.lazy_of:
+            node = self.add(Node(name, STATE, tensor.shape, tensor.dtype, tensor.device, state_name=name,
+                                 state_kind=kind, requires_grad=tensor.requires_grad))
+            self.lazy_of[id(tensor)] = Tensor.lazy(node, requires_grad=tensor.requires_grad)
+            self.keep_alive.append(tensor)
             self.state_tensors[name] = tensor
-            self._state_name[id(tensor)] = name
-            self._notify(node)
-        return lazy
+            self.state_name[id(tensor)] = name
+        return self.lazy_of[id(tensor)]
 
     def lazy(self, x: Tensor) -> Tensor:
         """The lazy version of any tensor met while tracing."""
-        if x.node is not None:
-            return x
-        found = self._lazy_of.get(id(x))
-        if found is not None:
-            return found
-        info = self.states.get(id(x))
-        if info is not None:
-            return self.add_state(info.name, info.kind, x)
+        if x.node is not None or id(x) in self.lazy_of:
+            return x if x.node is not None else self.lazy_of[id(x)]
+        if id(x) in self.states:
+            return self.add_state(self.states[id(x)].name, self.states[id(x)].kind, x)
         # A "free" eager tensor (made in build() or captured from outside): its value is baked in.
-        self._check_device(x.device, "a tensor created outside the graph's modules")
-        base = f"{self.current_scope}-FreeEagerTensor" if self.current_scope else "FreeEagerTensor"
-        node = self.graph.add(Node(f"{base}-{len(self._keep_alive)}", CONSTANT, x.shape, x.dtype, x.device,
-                                   value=x.array, phase=self.phase, scope=self.current_scope))
-        lazy = Tensor.lazy(node)
-        self._lazy_of[id(x)] = lazy
-        self._keep_alive.append(x)
-        self._notify(node)
+        scope = self.scopes[-1][0] if self.scopes else ""
+        lazy = self.constant(x.array, x.device, f"{scope}-FreeEagerTensor-{len(self.keep_alive)}".lstrip("-"))
+        self.lazy_of[id(x)] = lazy
+        self.keep_alive.append(x)
         return lazy
 
     def constant(self, array: Any, device: backend.Device, name: str = "constant") -> Tensor:
-        node = self.graph.add(Node(name, CONSTANT, array.shape, backend.dtype_of(array), device, value=array,
-                                   phase=self.phase, scope=self.current_scope))
-        self._notify(node)
-        return Tensor.lazy(node)
+        scope = self.scopes[-1][0] if self.scopes else ""
+        return Tensor.lazy(self.add(Node(name, CONSTANT, array.shape, backend.dtype_of(array), device, value=array,
+                                         phase=self.phase, scope=scope)))
 
-    def _notify(self, node: Node) -> None:
-        for observer in mode.node_observers:
-            observer(node, self.graph)
-
-    # ------------------------------------------------------------------------------ ops
+    # --------------------------------------------------------------------------------------- ops
 
     def apply(self, op: Any, inputs: tuple, attrs: dict) -> Tensor:
-        """Record ``op(*inputs, **attrs)`` as a node; return the lazy result (called by tensor.apply).
-
-        An op with a ``decompose`` rule is traced as that decomposition: its simpler ops are recorded,
-        and differentiated, in its place.
-        """
+        """Record ``op(*inputs, **attrs)`` as a node; return the lazy result (called by tensor.apply). An op with
+        a ``decompose`` rule is traced as that decomposition: its simpler ops are recorded in its place."""
         if op.decompose is not None:
             return op.decompose(*inputs, **attrs)
-        args = []
-        requires_grad = False
-        for x in inputs:
-            if isinstance(x, Tensor):
-                x = self.lazy(x)
-                requires_grad = requires_grad or x.requires_grad
-            args.append(x)
-        if self.phase == BACKWARD and self._grad_of is not None:
-            # A backward node belongs to the module of the forward op it differentiates.
-            scope, source = self._grad_of.scope, f"grad of {self._grad_of.name}"
+        args = [self.lazy(x) if isinstance(x, Tensor) else x for x in inputs]
+        if self.phase == BACKWARD and self.grad_of is not None:  # a backward node joins its forward op's module
+            scope, source = self.grad_of.scope, f"grad of {self.grad_of.name}"
         else:
-            scope, source = self.current_scope, (self._sources[-1] if self._sources else None) or user_source()
-        infer_args, weak = (self._weak_args(op, args, attrs, source) if self._numbers else (args, False))
+            scope, source = self.scopes[-1] if self.scopes else ("", None)
+            source = source or user_source()
+        weak = self.numbers and self._weak(op, args, attrs, source)
         try:
-            shape, dtype = op.infer(*infer_args, **attrs)
+            shape, dtype = op.infer(*[self.numbers.get(id(a.node), a) if weak and isinstance(a, Tensor) else a
+                                      for a in args], **attrs)
         except ShapeError as error:
             raise ShapeError(f"{error}\n  while tracing nn.Graph {self.graph.name}, at {source}") from None
-        device = attrs["device"] if op.changes_device else (self.device or backend.CPU)
-        base = f"{scope}-{op.name}-{self.op_count}" if scope else f"{op.name}-{self.op_count}"
+        name = f"{scope}-{op.name}-{self.op_count}".lstrip("-")
         self.op_count += 1
-        node = self.graph.add(Node(base, OP, shape, dtype, device, op=op,
-                                   inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
-                                   attrs=attrs, phase=self.phase, scope=scope, source=source))
-        if weak and not shape:
-            self._numbers[id(node)] = True if dtype is backend.bool_ else (1.0 if dtype.is_floating_point else 1)
+        node = self.add(Node(name, OP, shape, dtype, attrs["device"] if op.changes_device else self.device or
+                             backend.CPU, op=op, inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
+                             attrs=attrs, phase=self.phase, scope=scope, source=source))
+        if weak == "all" and not shape:  # computed from number inputs alone: a number too
+            self.numbers[id(node)] = True if dtype is backend.bool_ else (1.0 if dtype.is_floating_point else 1)
         result = Tensor.lazy(node)
-        if requires_grad and mode.grad_enabled:
+        if mode.grad_enabled and any(getattr(a, "requires_grad", False) for a in args):
             result.requires_grad = True
             result.grad_fn = GradFn(op, tuple(args), attrs, weakref.ref(result) if op.saves_output else None)
-            self._node_of_fn[id(result.grad_fn)] = node
-        if self.log_op is not None:
-            self.log_op(node)
-        self._notify(node)
+            self.node_of_fn[result.grad_fn] = node
         return result
 
-    def _weak_args(self, op: Any, args: list, attrs: dict, source: str) -> tuple[list, bool]:
-        """The arguments the shape rule sees (a Python number for each number value), and whether every
-        tensor argument is such a number (then so is the result)."""
+    def _weak(self, op: Any, args: list, attrs: dict, source: str) -> str:
+        """Whether some (``"some"``) or all (``"all"``) of the op's tensor arguments are Python numbers of the call
+        (``""``: none): their shape rule then sees numbers, which stay weak in NumPy's promotion."""
         for key, value in attrs.items():
-            if isinstance(value, Tensor) and value.node is not None and id(value.node) in self._numbers:
+            if isinstance(value, Tensor) and value.node is not None and id(value.node) in self.numbers:
                 raise TypeError(f"nn.Graph {self.graph.name}: {op.name}() needs its {key}= as a Python number "
                                 f"when the graph compiles, at {source}; it got a number argument of the call, "
                                 f"an input of the graph (a 0-d tensor in build(), fed on every call). {STATIC_HINT}")
-        tensors = [a for a in args if isinstance(a, Tensor)]
-        if not any(id(a.node) in self._numbers for a in tensors):
-            return args, False
-        infer_args = [self._numbers.get(id(a.node), a) if isinstance(a, Tensor) else a for a in args]
-        return infer_args, all(id(a.node) in self._numbers for a in tensors)
+        tensors = [id(a.node) in self.numbers for a in args if isinstance(a, Tensor)]
+        return "all" if tensors and all(tensors) else "some" if any(tensors) else ""
 
     def full_like(self, t: Tensor, value: Any, dtype: Any) -> Tensor:
-        dtype = backend.to_dtype(dtype) if dtype is not None else t.dtype
-        device = t.device
-        array = device.xp.full(tuple(t.shape), value, dtype=dtype.array_dtype)
-        return self.constant(array, device, name=f"{self.current_scope}-constant" if self.current_scope else "constant")
+        """A constant of ``t``'s shape filled with ``value`` (the seed of ``loss.backward()``)."""
+        array = t.device.xp.full(tuple(t.shape), value, dtype=(backend.to_dtype(dtype) if dtype else t.dtype).array_dtype)
+        scope = self.scopes[-1][0] if self.scopes else ""
+        return self.constant(array, t.device, f"{scope}-constant".lstrip("-"))
 
     def detach(self, t: Tensor) -> Tensor:
         return Tensor.lazy(t.node)
 
+    # ------------------------------------------------------------------------------------ states
+
     def assign(self, target: Tensor, value: Any) -> Tensor:
         """``target.copy_(value)`` while tracing: a state's new value is recorded as its update; any other
         tensor simply stands for ``value`` from now on."""
-        lazy_target = self.lazy(target)
         # Asked of the eager tensor, not of its stand-in's node: after a first update the stand-in holds
         # the new value, and a second copy_ (a module called twice) must still update the state.
-        if id(target) in self._state_name:
+        if id(target) in self.state_name:
             self.update(target, value)
         else:
+            lazy_target = self.lazy(target)
             lazy_target.node = self._fit(value, lazy_target).node
         return target
 
@@ -272,38 +244,45 @@ class Tracer:
         plan writes it back into the eager tensor after every run. Later reads in this trace see it."""
         tensor = self.state_tensors[state] if isinstance(state, str) else state
         value = self._fit(value, self.lazy(tensor))
-        self.graph.updates[self._state_name[id(tensor)]] = value.node
-        self._lazy_of[id(tensor)] = Tensor.lazy(value.node)
+        self.graph.updates[self.state_name[id(tensor)]] = value.node
+        self.lazy_of[id(tensor)] = Tensor.lazy(value.node)
 
     def _fit(self, value: Any, like: Tensor) -> Tensor:
         """``value`` (a tensor or a number) as a lazy tensor of ``like``'s dtype and shape, as copy_ casts
         and broadcasts it."""
         if not isinstance(value, Tensor):
-            value = self.constant(like.device.xp.full(tuple(like.shape), value, dtype=like.dtype.array_dtype),
-                                  like.device)
+            value = like.device.xp.full(tuple(like.shape), value, dtype=like.dtype.array_dtype)
+            return self.constant(value, like.device)
         value = self.lazy(value)
-        with autograd.no_grad():
-            if value.dtype is not like.dtype:
-                value = value.to(like.dtype)
-            if tuple(value.shape) != tuple(like.shape):
-                value = value.expand(*like.shape)
-        return value
+        previous, mode.grad_enabled = mode.grad_enabled, False
+        try:
+            value = value if value.dtype is like.dtype else value.to(like.dtype)
+            return value if tuple(value.shape) == tuple(like.shape) else value.expand(*like.shape)
+        finally:
+            mode.grad_enabled = previous
 
-    # ------------------------------------------------------------------------------ modules
+    def gradients(self) -> dict[str, Tensor]:
+        """State name -> lazy gradient, for every state that received one in backward."""
+        return {self.states[id(t)].name: self.lazy_of[id(t)].grad for t in self.keep_alive
+                if id(t) in self.states and self.lazy_of[id(t)].grad is not None}
+
+    # ----------------------------------------------------------------------- modules and backward
 
     def call_module(self, module: Any, args: tuple, kwargs: dict) -> Any:
+        """``module(*args)`` inside build (``Module.__call__`` hands it over): its ops are named after it."""
         path = self.module_paths.get(id(module))
         if path is None:
             return module.forward(*args, **kwargs)
-        if self.on_module_call is not None:
-            self.on_module_call("enter", path, module, args)
+        self.event("enter", path, (module, args))
         with self.scope(path):
             result = module.forward(*args, **kwargs)
-        if self.on_module_call is not None:
-            self.on_module_call("exit", path, module, result)
+        self.event("exit", path, (module, result))
         return result
 
-    # ------------------------------------------------------------------------------ backward
+    def event(self, kind: str, name: str, value: Any) -> None:
+        self.events.append((kind, name, value))
+        if self.watch is not None:
+            self.watch(kind, name, value)
 
     def backward(self, roots: list[Tensor], root_grads: list[Tensor], retain_graph: Any, create_graph: bool) -> None:
         """``loss.backward()`` inside build: run the autograd engine on lazy tensors (symbolic autodiff)."""
@@ -312,96 +291,194 @@ class Tracer:
                 f"nn.Graph {self.graph.name}: backward() was called in build() but the graph has no optimizer "
                 "(OneFlow: 'job has no TrainConf when adding loss logical blob name'). A graph trains only when "
                 "you call self.add_optimizer(optimizer) in its __init__.")
-        if retain_graph:
-            raise RuntimeError("nn.Graph donot accept 'retain_graph' argument in backward() at the moment.")
-        if create_graph:
-            raise RuntimeError("nn.Graph donot accept 'create_graph' argument in backward() at the moment.")
-        for root in roots:
-            if root.numel() != 1:
-                raise RuntimeError(f"nn.Graph {self.graph.name}: backward() needs a scalar loss, got shape "
-                                   f"{tuple(root.shape)}; reduce it with .sum() or .mean() first")
+        if retain_graph or create_graph:
+            raise RuntimeError(f"nn.Graph donot accept '{'retain_graph' if retain_graph else 'create_graph'}' "
+                               "argument in backward() at the moment.")
+        if any(root.numel() != 1 for root in roots):
+            raise RuntimeError(f"nn.Graph {self.graph.name}: backward() needs a scalar loss, got shape "
+                               f"{tuple(roots[0].shape)}; reduce it with .sum() or .mean() first")
         previous, self.phase = self.phase, BACKWARD
+        if self.loss_scale is not None:
+            root_grads = [g * self.loss_scale for g in root_grads]
         try:
-            if self.loss_scale is not None:
-                root_grads = [g * self.loss_scale for g in root_grads]
             autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False,
-                                  on_vjp=self._on_vjp)
+                                  on_vjp=lambda fn: setattr(self, "grad_of", self.node_of_fn.get(fn)))
         finally:
-            self.phase = previous
-            self._grad_of = None
-
-    def _on_vjp(self, fn: GradFn) -> None:
-        self._grad_of = self._node_of_fn.get(id(fn))
-
-    def gradients(self) -> dict[str, Tensor]:
-        """State name -> lazy gradient, for every state that received one in backward."""
-        grads = {}
-        for eager in self._keep_alive:
-            info = self.states.get(id(eager))
-            lazy = self._lazy_of.get(id(eager))
-            if info is not None and lazy is not None and lazy.grad is not None:
-                grads[info.name] = lazy.grad
-        return grads
+            self.phase, self.grad_of = previous, None
 
 
-# ------------------------------------------------------------------------------------ one step
+# ---------------------------------------------------------------------------------------- one step
 
 
 def trace_step(name: str, build: Callable, leaves: list, spec: Any, states: dict[int, StateInfo],
                module_paths: dict[int, str], *, updates: Callable[[Tracer], None] | None = None,
-               on_input: Callable | None = None, on_output: Callable | None = None,
-               on_module_call: Callable | None = None, log_op: Callable | None = None) -> tuple[Graph, dict]:
-    """Trace one call of ``build`` into a new static graph named ``name``: its forward ops, the backward
-    ops ``loss.backward()`` appends and, if ``updates`` is given, the optimizer's update ops.
+               watch: Callable[[str, str, Any], None] | None = None) -> tuple[Graph, Tracer]:
+    """Trace one call of ``build`` into a new static graph named ``name``: its forward ops, the backward ops
+    ``loss.backward()`` appends and, if ``updates`` is given, the optimizer's update ops.
 
-    Args:
-        name: the graph's name; inputs are named ``_<name>-input_<i>``, outputs ``_<name>-output_<i>``.
-        build: the step, called with the call's arguments, tensors replaced by lazy graph inputs.
-        leaves: the call's arguments, flattened by :func:`toynet.static.arguments.flatten`...
-        spec: ...and their nesting.
-        states: as for :class:`Tracer`.
-        module_paths: as for :class:`Tracer`.
-        updates: ``updates(tracer)`` records each state's new value after backward (with
-            :meth:`Tracer.update`, under :meth:`Tracer.scope`); only a graph given one may call backward.
-        on_input: told ``(name, value)`` for each graph input (and each odd value OneFlow warns of).
-        on_output: told ``(name, lazy tensor)`` for each graph output.
-        on_module_call: as for :class:`Tracer`.
-        log_op: as for :class:`Tracer`.
+    ``leaves`` and ``spec`` are the call's arguments, flattened by :func:`flatten_call`; ``states``,
+    ``module_paths`` and ``watch`` are as for :class:`Tracer`. ``updates(tracer)`` records each state's new
+    value after backward (with :meth:`Tracer.update`, under :meth:`Tracer.scope`); only a graph given one may
+    call backward. Inputs are named ``_<name>-input_<i>``, outputs ``_<name>-output_<i>``.
 
-    Returns:
-        The traced graph and its state: state name -> the eager tensor holding it between calls.
+    Returns the traced graph and the tracer (``tracer.state_tensors``: state name -> the eager tensor holding
+    it between calls; ``tracer.events``: the inputs, outputs and module calls).
     """
-    graph = Graph(name)
-    tracer = Tracer(graph, states, module_paths, on_module_call=on_module_call, log_op=log_op,
-                    allow_backward=updates is not None)
-    previous = mode.set_tracer(tracer)
+    tracer = Tracer(Graph(name), states, module_paths, allow_backward=updates is not None, watch=watch)
+    previous, mode.tracer = mode.tracer, tracer
+    previous_grad, mode.grad_enabled = mode.grad_enabled, True
     try:
-        args, kwargs = unflatten(spec, iter(graph_inputs(tracer, leaves, spec, on_input)))
-        with autograd.enable_grad():
-            try:
-                result = build(*args, **kwargs)
-            except ShapeError as error:   # raised by Python code in build (an op's own are said where already)
-                if "while tracing nn.Graph" in str(error):
-                    raise
-                deepest = error.__traceback__
-                while deepest.tb_next is not None:
-                    deepest = deepest.tb_next
-                raise ShapeError(f"{error}\n  while tracing nn.Graph {name}, at {user_source(frame=deepest.tb_frame)}"
-                                 ) from None
+        args, kwargs = unflatten(spec, iter(graph_inputs(tracer, leaves, spec)))
+        result = _run_build(build, args, kwargs, name)
         # Each tensor of build()'s result is a graph output; the spec rebuilds the result around them.
-        outputs, graph.output_structure = flatten(result)
+        outputs, tracer.graph.output_structure = flatten(result)
         for i, out in enumerate(o for o in outputs if isinstance(o, Tensor)):
-            lazy = tracer.lazy(out)
-            graph.outputs.append(lazy.node)
-            if on_output is not None:
-                on_output(f"_{name}-output_{i}", lazy)
+            tracer.graph.outputs.append(tracer.lazy(out).node)
+            tracer.event("output", f"_{name}-output_{i}", tracer.lazy(out))
         if updates is not None:
-            tracer.phase = OPTIMIZER
-            with autograd.no_grad():
-                updates(tracer)
+            tracer.phase, mode.grad_enabled = OPTIMIZER, False
+            updates(tracer)
     finally:
-        mode.set_tracer(previous)
-    return graph, dict(tracer.state_tensors)
+        mode.tracer, mode.grad_enabled = previous, previous_grad
+    return tracer.graph, tracer
+
+
+def _run_build(build: Callable, args: Any, kwargs: Any, name: str) -> Any:
+    """``build(*args, **kwargs)``; a shape error raised by Python code in it says where, as an op's own does."""
+    try:
+        return build(*args, **kwargs)
+    except ShapeError as error:
+        if "while tracing nn.Graph" in str(error):
+            raise
+        deepest = error.__traceback__
+        while deepest.tb_next is not None:
+            deepest = deepest.tb_next
+        raise ShapeError(f"{error}\n  while tracing nn.Graph {name}, at {user_source(frame=deepest.tb_frame)}"
+                         ) from None
+
+
+# ------------------------------------------------------------------------------- the call's arguments
+
+#: A tensor's place in a spec; :func:`unflatten` fills it with the next tensor it is given.
+TENSOR = ("T",)
+#: A Python number that is a graph input; :func:`unflatten` fills it like a tensor.
+FLOAT, INT = ("N", "float"), ("N", "int")
+
+
+def flatten(value: Any, numbers: bool = False) -> tuple[list, Any]:
+    """Every leaf of a nesting of tuples, lists and dicts (tensors and other values, in order), and the
+    spec that :func:`unflatten` rebuilds the nesting from. ``numbers``: Python ``int`` and ``float`` leaves
+    are inputs (``FLOAT``/``INT``) and NumPy arrays and scalars become tensors, as in a graph's call."""
+    leaves: list = []
+    return leaves, _walk(value, leaves, numbers)
+
+
+def _walk(value: Any, leaves: list, numbers: bool) -> Any:
+    if numbers and isinstance(value, (backend.host.ndarray, backend.host.number)):
+        value = _host_tensor(value)
+    if isinstance(value, Tensor) or (numbers and type(value) in (int, float)):
+        leaves.append(value)
+        return TENSOR if isinstance(value, Tensor) else FLOAT if type(value) is float else INT
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple([_walk(v, leaves, numbers) for v in value]))
+    if isinstance(value, dict):
+        return ("dict", tuple([(k, _walk(v, leaves, numbers)) for k, v in value.items()]))
+    leaves.append(value)
+    return ("V", value)
+
+
+def unflatten(spec: Any, tensors: Iterator[Tensor]) -> Any:
+    """The nesting :func:`flatten` described, with the next of ``tensors`` in each tensor's (or number's)
+    place. (A spec read back from a graph saved by an older toynet may hold lists where this one has tuples.)"""
+    kind = spec[0]
+    if kind in ("T", "N"):
+        return next(tensors)
+    if kind == "V":
+        return spec[1]
+    if kind == "dict":
+        return {k: unflatten(s, tensors) for k, s in spec[1]}
+    items = [unflatten(s, tensors) for s in spec[1]]
+    return tuple(items) if kind == "tuple" else items
+
+
+def flatten_call(args: tuple, kwargs: dict, static: frozenset = frozenset(), names: tuple = ()) -> tuple[list, Any]:
+    """:func:`flatten` for the arguments of a graph's call (see the module's docstring): numbers are inputs,
+    except inside the arguments named in ``static`` (``names``: build's parameter names, to name positional
+    arguments)."""
+    if not static:
+        return flatten((args, kwargs), numbers=True)
+    leaves: list = []
+    positional = tuple([_walk(a, leaves, i >= len(names) or names[i] not in static) for i, a in enumerate(args)])
+    keywords = tuple([(k, _walk(v, leaves, k not in static)) for k, v in kwargs.items()])
+    return leaves, ("tuple", (("tuple", positional), ("dict", keywords)))
+
+
+def _host_tensor(value: Any) -> Tensor:
+    array = backend.host.asarray(value)
+    try:
+        backend.dtype_of(array)
+    except TypeError as error:
+        raise TypeError(f"a graph was called with a NumPy array of shape {array.shape} and dtype {array.dtype}, "
+                        f"which cannot be a graph input: {error}") from None
+    return Tensor.wrap(array, backend.CPU)
+
+
+def leaf_kinds(spec: Any) -> list:
+    """The spec's leaves in order: ``TENSOR``, ``FLOAT``/``INT`` or the ``("V", value)`` of each."""
+    if spec[0] in ("T", "N", "V"):
+        return [spec]
+    return [kind for s in spec[1] for kind in leaf_kinds(s[1] if spec[0] == "dict" else s)]
+
+
+def signature(leaves: list, spec: Any) -> Any:
+    """What a compiled plan depends on: the nesting, every other value (not the numbers that are inputs),
+    and each tensor's shape, dtype and device. A call with the same signature reuses the plan; a new one
+    compiles another."""
+    key = (spec, tuple([(t.shape, t.dtype, t.device) for t in leaves if isinstance(t, Tensor)]))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable value among the arguments (a NumPy array, a set): compare its repr
+        key = (repr(spec), key[1])
+    return key
+
+
+def graph_inputs(tracer: Tracer, leaves: list, spec: Any) -> list[Tensor]:
+    """While tracing a call, a graph input ``_<graph>-input_<i>`` for each tensor of the call and each number
+    the spec makes an input, in order. Other values reach ``build`` as they are; those that are not plain
+    numbers, strings or None are numbered too, and recorded as inputs (OneFlow warns of them)."""
+    lazy, index = [], 0
+    for value, kind in zip(leaves, leaf_kinds(spec)):
+        if kind[0] == "V" and (value is None or isinstance(value, (int, float, str, bool))):
+            continue
+        name = f"_{tracer.graph.name}-input_{index}"
+        index += 1
+        if isinstance(value, Tensor) and value.is_lazy:
+            raise RuntimeError("a lazy tensor was passed into an nn.Graph call; graphs cannot be nested")
+        if kind[0] != "V":
+            lazy.append(tracer.add_number(name, value) if kind[0] == "N" else tracer.add_input(name, value))
+        tracer.event("input", name, lazy[-1] if kind[0] == "N" else value)
+    return lazy
+
+
+def bake_numbers(graph: Graph, values: list) -> Graph:
+    """A copy of ``graph`` in which its number inputs are ``values``, as constants: what a deployed graph,
+    called with tensors only, runs (``toynet.save(graph)`` keeps the numbers of the latest call)."""
+    numbers = [n for n in graph.inputs if n.attrs.get("number")]
+    if not numbers:
+        return graph
+    clone = graph.copy()
+    value_of = {id(n): v for n, v in zip([n for n in clone.inputs if n.attrs.get("number")], values)}
+    roots = {id(n) for n in clone.roots()}
+    constants: dict[int, Node] = {}
+    for n in clone.nodes:
+        n.inputs = tuple(value_of.get(id(x), x) if isinstance(x, Node) else x for x in n.inputs)
+        if id(n) in value_of and id(n) in roots:  # an output or a state's new value itself: a constant
+            constants[id(n)] = Node(n.name, CONSTANT, (), n.dtype, n.device,
+                                    value=n.device.xp.asarray(value_of[id(n)], dtype=n.dtype.array_dtype))
+    clone.nodes = [constants.get(id(n), n) for n in clone.nodes if id(n) not in value_of or id(n) in constants]
+    clone.inputs = [n for n in clone.inputs if id(n) not in value_of]
+    clone.redirect_roots(constants)
+    return clone
 
 
 # --------------------------------------------------------------------------------- the user's line
@@ -417,12 +494,13 @@ def user_source(max_frames: int = 1, frame: FrameType | None = None) -> str:
     while frame is not None and len(found) < max_frames:
         filename = frame.f_code.co_filename
         if not os.path.abspath(filename).startswith(PACKAGE_DIR + os.sep) and not filename.startswith("<frozen"):
-            line = linecache.getline(filename, frame.f_lineno).strip()
             # A notebook cell's code lives in a temporary file named by a hash: call it what it is.
             where = "cell" if "ipykernel_" in filename else os.path.basename(filename)
-            found.append(f"{where}:{frame.f_lineno} in {frame.f_code.co_name}: {line}")
+            found.append(f"{where}:{frame.f_lineno} in {frame.f_code.co_name}: "
+                         f"{linecache.getline(filename, frame.f_lineno).strip()}")
         frame = frame.f_back
     return " <- ".join(found)
 
 
-__all__ = ["Tracer", "StateInfo", "trace_step", "user_source", "OPS"]
+__all__ = ["OPS", "StateInfo", "Tracer", "flatten", "flatten_call", "signature", "trace_step", "unflatten",
+           "user_source"]

@@ -1,4 +1,4 @@
-"""A plan's guard as generated code: the lesson's conditions (:mod:`toynet.nn.graph_guard`) compiled into one
+"""A plan's guard as generated code: the lesson's conditions (:mod:`toynet.nn.graph_plans`) compiled into one
 boolean expression, with *stamps* on its hot path. What the fast path checks instead, with the same verdicts.
 
 The lesson's guard reads every condition on every call: a loop of Python calls, several microseconds for a
@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 from ...dynamic.tensor import Tensor
 from ...mode import fast_replacement
-from .. import graph_guard
-from ..graph_guard import Condition, conditions_of
+from .. import graph_plans
+from ..graph_plans import Condition, conditions_of
 from ..module import CHANGES
 
 _TERMS_PER_STATEMENT = 200   # the generated check is split into statements of this many terms
@@ -122,7 +122,7 @@ def _function(name: str, terms: list[str], otherwise: str) -> list[str]:
     return lines + ["    except Exception:", f"        return {otherwise}", "    return True"]
 
 
-@fast_replacement(graph_guard, "guard_graph")
+@fast_replacement(graph_plans, "guard_graph")
 def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor], order: list[str]) -> CompiledGuard:
     """The lesson's conditions for this plan, compiled."""
     parameters = {n.state_name for n in traced.states if n.state_kind == "parameter"}

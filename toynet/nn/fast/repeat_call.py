@@ -4,7 +4,7 @@ A training loop over fixed data (the tutorial's poly fit) calls a graph with the
 step. Then nothing about the inputs can have changed but their values, and a call only has to
 
 1. check that the call is that repeat: the same tensors, still holding the same arrays;
-2. check the plan's guard (what the plan took for granted still holds, see :mod:`.graph_guard`);
+2. check the plan's guard (what the plan took for granted still holds, see :mod:`toynet.nn.graph_plans`);
 3. feed the optimizers' current learning rates into the plan (a scheduler may have changed them);
 4. run the plan and wrap its outputs as tensors.
 
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from ...dynamic.tensor import Tensor
 from ...mode import fast_replacement
-from ...static.arguments import TENSOR, unflatten
+from ...static.trace import TENSOR, unflatten
 from ...static.fast.compile import FastPlan
 from ..graph import Graph
 

@@ -5,10 +5,12 @@ training and inference steps, the poly fit) and changes how a step computes, nev
 * :mod:`.fold_batch_norm`  FoldBatchNorm: conv -> BatchNorm (eval) -> relu6 becomes one conv;
 * :mod:`.recompute`  RecomputeActivations: backward recomputes relu6(batch_norm(x)) instead of keeping it;
 * :mod:`.layout`  ChannelsLast: 1x1 and depthwise convolutions, BatchNorm and what lies between run NHWC;
-* :mod:`.kernels`  ChooseKernels: time the ways some ops can run, on the real shapes; keep the fastest.
+* :mod:`.kernels`  ChooseKernels: time the ways some ops can run, on the real shapes; keep the fastest;
+* :mod:`.memory`  PlanMemory: the lesson's memory plan, its buffers packed tighter (alive at different times,
+  two buffers share memory).
 
 :func:`default_pipeline` puts them into the lesson's pipeline: the first four after the simplifying passes,
-ChooseKernels just before the memory plan.
+ChooseKernels just before the memory plan, which is the fast one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ...ir import Pass
 from .fold_batch_norm import fold_batch_norm
 from .kernels import choose_kernels
 from .layout import plan_layout
+from .memory import plan_memory
 from .recompute import recompute_activations
 from .scalars import reassociate_scalars
 
@@ -31,5 +34,6 @@ def default_pipeline(amp: bool = False, checkpoint: tuple[str, ...] = ()) -> lis
     pipeline = _lesson_pipeline(amp, checkpoint)
     fuse = pipeline.index(passes.fuse_elementwise)
     pipeline[fuse:fuse] = [reassociate_scalars, fold_batch_norm, recompute_activations, plan_layout]
-    pipeline.insert(pipeline.index(passes.plan_memory), choose_kernels)
+    memory = pipeline.index(passes.plan_memory)
+    pipeline[memory:memory + 1] = [choose_kernels, plan_memory]
     return pipeline

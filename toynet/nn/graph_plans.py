@@ -1,0 +1,442 @@
+"""The plans an ``nn.Graph`` keeps, and what each one took for granted.
+
+**The settings** (:class:`GraphConfig`): ``graph.config`` says how the graph compiles (training, the passes
+turned off, AMP, static arguments, how many plans to keep). :func:`compile_options` and :func:`settings_of`
+are what of it (and of the modules' Graph-mode settings) a plan depends on.
+
+**The cache** (:class:`PlanCache`): a graph compiles once per *signature* of its calls (the nesting of the
+arguments and each tensor's shape, dtype and device, see :func:`toynet.static.trace.signature`) and again
+whenever a compiled plan's guard fails. Every compilation is a :class:`CompiledGraph`; the cache holds at most
+``graph.config.cache_limit`` of them (8 unless set, like ``torch.compile``'s recompile limit) and evicts the
+least recently used one beyond that, so a graph called with ever new shapes holds a bounded amount of memory.
+Only the most recently compiled entry also keeps the pass reports (each holds a graph before and after its
+pass) and the trace's record that ``graph.passes`` and ``print(graph)`` show.
+
+**The guard** (:class:`Guard`):
+Tracing runs ``build`` once and bakes into the plan everything Python saw then:
+
+* which tensor each parameter and buffer of the modules is (the plan reads those very tensors), and
+  the shape, dtype and device of its array (the generated code is written for them);
+* every module's ``training`` flag (dropout and batch norm traced one branch) and its other plain
+  settings (``p`` of a dropout, ``eps`` of a batch norm, ``reduction`` of a loss);
+* whether each parameter requires grad (only those get updates);
+* each optimizer's parameter groups, their hyper-parameters (``momentum``, ``weight_decay``, ``betas``...:
+  Python numbers in the traced update rule) and its state slots; only ``lr`` is fed in on every call;
+* the graph's own settings: AMP, the grad scaler, the modules whose activations are checkpointed.
+
+A plan is right only while all of that still holds. ``torch.compile`` calls these checks *guards*; so
+does toynet. A :class:`Guard` is a list of :class:`Condition` s, each one fact written as data: reading a
+*path* from a *root* object (``model.__dict__["training"]``, ``len(optimizer.param_groups)``...) must give
+the value seen when compiling, equal to it or the very same object. Before every run the graph checks them
+all; when one fails, :meth:`Guard.failures` says in words which, and ``nn.Graph`` compiles a new plan
+(``graph.debug(1)`` prints why) instead of running stale code.
+
+Not guarded: values the plan copied in as constants (eager tensors ``build`` captured that are not
+parameters or buffers: register them as buffers) and Python state outside the modules and optimizers.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+from typing import Any, Callable, Iterator, NamedTuple
+
+from ..dynamic.tensor import Tensor
+from ..static.compile import Plan, commit
+from ..static.ir import PASSES
+from ..static.ir import Graph as StaticGraph
+from ..static.trace import leaf_kinds
+from .graph_amp import SETTINGS
+from .graph_print import Record
+from .module import CHANGES, Module
+
+
+# ----------------------------------------------------------------------------------------- settings
+
+
+class GraphConfig:
+    """Settings of one graph. ``training`` is True once an optimizer has been added.
+
+    ``cache_limit``: how many compiled plans the graph keeps (8; the least recently used is evicted, with
+    a warning the first time). ``static_arguments``: the arguments of ``build`` whose numbers are
+    constants of the plan (see :meth:`set_static_arguments`).
+    """
+
+    def __init__(self) -> None:
+        self.training = False
+        self.disabled_passes: set[str] = set()
+        self._cache_limit = 8
+        self.static_arguments: frozenset[str] = frozenset()
+        #: float16 matrix products with float32 master weights (see toynet.static.passes.amp).
+        self.amp_enabled = False
+
+    @property
+    def cache_limit(self) -> int:
+        return self._cache_limit
+
+    @cache_limit.setter
+    def cache_limit(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"cache_limit must be a whole number >= 1, got {value!r}")
+        self._cache_limit = value
+
+    def set_static_arguments(self, *names: str) -> None:
+        """Make the numbers in these arguments of ``build`` constants of the plan, as Python values in
+        ``build`` (``range(steps)``, a size, a dropout rate): each new value then compiles a plan of its
+        own. Other Python numbers are inputs of the plan, 0-d tensors in ``build``."""
+        if not all(isinstance(n, str) and n.isidentifier() for n in names):
+            raise TypeError(f"static arguments are named by build()'s parameter names, got {names!r}")
+        self.static_arguments = frozenset(names)
+
+    def enable_amp(self, mode: bool = True) -> None:
+        """Run matrix products and convolutions in float16, the rest and the weights in float32 (the
+        pass toynet.static.passes.amp); add a loss scaler with ``graph.set_grad_scaler``."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"enable_amp() takes True or False, got {mode!r}")
+        self.amp_enabled = mode
+        CHANGES[0] += 1  # the compiled plans' guards recheck their settings
+
+    def enable_pass(self, name: str, enabled: bool = True) -> None:
+        """Turn one optimisation pass off (or back on) for graphs compiled from now on."""
+        if name not in PASSES:
+            raise ValueError(f"unknown pass {name!r}; the passes are {', '.join(PASSES)}")
+        if enabled:
+            self.disabled_passes.discard(name)
+        else:
+            self.disabled_passes.add(name)
+
+    def __repr__(self) -> str:
+        return f"GraphConfig(training={self.training}, )"
+
+
+def compile_options(graph: Any) -> dict:
+    """The keyword arguments of :func:`toynet.static.passes.optimize` this graph's settings ask for: float16
+    matrix products (``graph.config.enable_amp(True)``), and the modules whose activations backward recomputes."""
+    return {"amp": graph.config.amp_enabled, "checkpoint": checkpointed_paths(graph._modules)}
+
+
+def settings_of(graph: Any) -> dict:
+    """The graph's settings a compiled plan depends on: AMP, the checkpointed modules, the grad scaler's."""
+    scaler = graph.__dict__.get("_grad_scaler")
+    return {**compile_options(graph), "grad scaler": scaler.settings() if scaler is not None else None}
+
+
+def checkpointed_paths(modules: dict[str, Any]) -> tuple[str, ...]:
+    """The paths (``"model.block"``) of the modules under ``modules`` (a graph's name -> module) whose
+    activations are recomputed; a path inside another one is left out (the outer block covers it)."""
+    paths: list[str] = []
+    for name, module in modules.items():
+        for path, m in module.named_modules(prefix=name):
+            if m.__dict__.get(SETTINGS, {}).get("activation_checkpointing") and \
+                    not any(path.startswith(p + ".") for p in paths):
+                paths.append(path)
+    return tuple(paths)
+
+
+# --------------------------------------------------------------------------------------- the cache
+
+
+def build_parameters(graph_class: type, static: frozenset) -> tuple[str, ...]:
+    """The names of ``graph_class.build``'s parameters, after checking that ``static`` names some of them."""
+    build = getattr(graph_class.build, "__wrapped__", graph_class.build)
+    params = list(inspect.signature(build).parameters.values())[1:]
+    names = tuple(p.name for p in params)
+    unknown = set(static) - set(names)
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params):
+        raise ValueError(f"graph.config.set_static_arguments names {sorted(unknown)}, but "
+                         f"{graph_class.__name__}.build() takes {list(names)}")
+    return names
+
+
+def describe_inputs(leaves: list) -> str:
+    return ", ".join(f"{tuple(t.shape)} {t.dtype.name}" if isinstance(t, Tensor) else type(t).__name__
+                     for t in leaves) or "none"
+
+
+def eviction_warning(name: str, limit: int) -> str:
+    return (f"nn.Graph {name} has compiled more than graph.config.cache_limit = {limit} plans and evicts the "
+            "least recently used ones from now on; a graph that recompiles on every call runs slowly. It "
+            "compiles once per input signature (shapes, dtypes, non-number arguments) and whenever a guard "
+            "fails (graph.debug(1) says why): pad inputs to a few shapes, keep modules and optimizer "
+            "settings fixed, or raise graph.config.cache_limit.")
+
+
+class CompiledGraph:
+    """Everything one compilation produced, for one input signature."""
+
+    def __init__(self, key: Any, traced: StaticGraph, optimized: StaticGraph, reports: list | None, plan: Plan,
+                 states: dict[str, Tensor], record: Record | None, seconds: float, guard: Guard):
+        self.key = key
+        #: State name -> the eager tensor holding it (parameters, buffers, optimizer slots, train step).
+        self.states = states
+        #: The same tensors in the order the plan takes them.
+        self.state_tensors = [states[name] for name in plan.state_names]
+        self.traced = traced
+        self.optimized = optimized
+        self.reports = reports
+        self.plan = plan
+        self.record = record
+        self.seconds = seconds
+        #: What the plan took for granted; ``guard.check()`` before every run.
+        self.guard = guard
+        # Which leaves of a call are fed to the plan: "T" a tensor's array, "N" a Python number, "V" none.
+        self._feed = [kind[0] for kind in leaf_kinds(key[0][0])]  # key: ((spec, tensor metas), fast path?)
+        self._numbers = "N" in self._feed
+        #: The number inputs of the latest call (a saved graph keeps them as constants).
+        self.numbers: list = []
+        #: What commits a step (see toynet.static.compile.commit): the copy of every new state value, or a
+        #: function of nn.Graph's that has Python work to add (a scheduler's step).
+        self.commit: Any = commit
+
+    def inputs(self, leaves: list) -> list:
+        """What the plan is given for a call's leaves: tensors' arrays and the numbers that are inputs."""
+        if not self._numbers:
+            return [t.array for t in leaves if isinstance(t, Tensor)]
+        self.numbers = [x for x, kind in zip(leaves, self._feed) if kind == "N"]
+        return [x.array if kind == "T" else x for x, kind in zip(leaves, self._feed) if kind != "V"]
+
+    def keep_only_what_runs(self) -> None:
+        """Drop the pass reports and the outline record (kept for the latest compilation only)."""
+        self.reports = self.record = None
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{tuple(s)} {d.name}" for s, d, _ in self.key[0][1])
+        return f"<CompiledGraph {self.plan.graph.name} for ({shapes})>"
+
+
+class PlanCache:
+    """Compiled graphs by signature, at most ``limit`` of them, the least recently used evicted first."""
+
+    def __init__(self, limit: int = 8):
+        self.limit = limit
+        self._by_key: dict[Any, list[CompiledGraph]] = {}
+        self._recent: OrderedDict[int, CompiledGraph] = OrderedDict()   # id -> entry, least recent first
+        #: The most recently compiled entry: the only one with pass reports and an outline record.
+        self.latest: CompiledGraph | None = None
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._recent)
+
+    def __iter__(self) -> Iterator[CompiledGraph]:
+        return iter(list(self._recent.values()))
+
+    def __bool__(self) -> bool:
+        return bool(self._recent)
+
+    def lookup(self, key: Any) -> tuple[CompiledGraph | None, list[str]]:
+        """The entry compiled for ``key`` whose guard holds, made the most recent; else None and what failed
+        (in the guard of the most recently used entry for ``key``; empty for a new signature)."""
+        entries = self._by_key.get(key)
+        if not entries:
+            return None, []
+        for entry in entries:
+            if entry.guard.check():
+                self.touch(entry)
+                return entry, []
+        return None, entries[0].guard.failures()
+
+    def touch(self, entry: CompiledGraph) -> None:
+        """Make ``entry`` the most recently used."""
+        self._recent.move_to_end(id(entry))
+        entries = self._by_key[entry.key]
+        if entries[0] is not entry:
+            entries.remove(entry)
+            entries.insert(0, entry)
+
+    def add(self, entry: CompiledGraph, limit: int) -> list[CompiledGraph]:
+        """Keep ``entry`` (the latest compilation); return the entries evicted to keep at most ``limit``."""
+        self.limit = limit
+        if self.latest is not None:
+            self.latest.keep_only_what_runs()
+        self.latest = entry
+        self._by_key.setdefault(entry.key, []).insert(0, entry)
+        self._recent[id(entry)] = entry
+        evicted = []
+        while len(self._recent) > self.limit:
+            _, old = self._recent.popitem(last=False)
+            entries = self._by_key[old.key]
+            entries.remove(old)
+            if not entries:
+                del self._by_key[old.key]
+            evicted.append(old)
+        self.evictions += len(evicted)
+        return evicted
+
+    def clear(self) -> None:
+        self._by_key.clear()
+        self._recent.clear()
+        self.latest = None
+
+
+# --------------------------------------------------------------------------------------- the guard
+
+
+#: Types of settings compared by value (``==``); anything else is compared by identity.
+_PLAIN = (bool, int, float, str, type(None))
+
+
+class Condition(NamedTuple):
+    """One fact a plan took for granted: reading ``path`` from ``root`` gives ``expected``.
+
+    A path is a tuple of steps: ``("key", k)`` reads ``value[k]``, ``("attr", name)`` reads ``value.name``,
+    ``("len",)`` reads ``len(value)``, ``("call", arg)`` reads ``value(arg)``. ``same`` is ``"=="`` for plain
+    data and ``"is"`` for objects. ``about`` says what the fact concerns: ``"module"`` (a module's settings
+    and registries), ``"container"`` (how many children a module has: ``del model[0]`` changes that without
+    a method of Module), ``"state"`` (a state tensor's array), ``"parameter"``, ``"optimizer"``, ``"graph"``.
+    """
+
+    root: Any
+    path: tuple
+    expected: Any
+    same: str
+    about: str
+    why: Callable[[], str]
+
+    def read(self) -> Any:
+        value = self.root
+        for step in self.path:
+            if step[0] == "key":
+                value = value[step[1]]
+            elif step[0] == "attr":
+                value = getattr(value, step[1])
+            elif step[0] == "len":
+                value = len(value)
+            else:
+                value = value(step[1])
+        return value
+
+    def holds(self) -> bool:
+        try:
+            value = self.read()
+        except (KeyError, AttributeError, IndexError, TypeError):  # deleted since: it no longer holds
+            return False
+        return value is self.expected or (self.same == "==" and value == self.expected)
+
+
+class Guard:
+    """The conditions of one plan; :meth:`check` tests them all."""
+
+    def __init__(self, conditions: list[Condition]):
+        self.conditions = conditions
+
+    def __len__(self) -> int:
+        return len(self.conditions)
+
+    def check(self) -> bool:
+        return all(c.holds() for c in self.conditions)
+
+    def failures(self, limit: int = 3) -> list[str]:
+        """What no longer holds, in words (at most ``limit`` of them)."""
+        return [c.why() for c in self.conditions if not c.holds()][:limit]
+
+
+def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor], order: list[str]) -> Guard:
+    """The guard of a plan ``graph`` (an nn.Graph) just compiled: the states the plan reads (``traced``: the
+    traced graph, which says which are parameters; ``order``: the plan's state names), its modules, its
+    optimizers and its settings."""
+    parameters = {n.state_name for n in traced.states if n.state_kind == "parameter"}
+    return Guard(conditions_of(graph, [(name, states[name]) for name in order], parameters))
+
+
+def conditions_of(graph: Any, states: list[tuple[str, Tensor]], parameters: set[str]) -> list[Condition]:
+    """Everything a plan of ``graph`` depends on, as conditions (see the module's docstring)."""
+    found: list[Condition] = []
+
+    def require(root: Any, path: tuple, about: str, why: Callable[[Any, Any], str], same: str = "") -> None:
+        """Add: reading ``path`` from ``root`` still gives what it gives now (equal to it for plain data, else
+        the very same object, unless ``same`` says); ``why(now, then)`` says what changed."""
+        expected = Condition(root, path, None, "is", about, str).read()
+        same = same or ("==" if _plain(expected) else "is")
+        found.append(Condition(root, path, expected, same, about, lambda: why(_now(root, path), expected)))
+
+    for name, t in states:
+        require(t, (("attr", "array"), ("attr", "shape")), "state",
+                lambda now, then, n=name: f"{n} has shape {now}, the plan was compiled for {then} "
+                                          "(its .data was replaced)")
+        require(t, (("attr", "array"), ("attr", "dtype")), "state",
+                lambda now, then, n=name: f"{n} has dtype {now}, the plan was compiled for {then}", same="==")
+        require(t, (("attr", "device"),), "state",
+                lambda now, then, n=name: f"{n} is on {now}, the plan was compiled for {then}")
+        if name in parameters:
+            require(t, (("attr", "requires_grad"),), "parameter",
+                    lambda now, then, n=name: f"{n}.requires_grad is {now}, the plan was compiled for {then}")
+
+    for path, module in _modules(graph._modules):
+        attributes = module.__dict__
+        for key, value in attributes.items():
+            if _plain(value):
+                what = "model.train()/eval() changed it" if key == "training" else "it was changed"
+                require(attributes, (("key", key),), "module", lambda now, then, p=path, k=key, w=what:
+                        f"{p}.{k} is {now}, the plan was compiled for {then!r} ({w})")
+        for kind, registry_name in (("parameter", "_parameters"), ("buffer", "_buffers"), ("submodule", "_modules")):
+            registry = attributes[registry_name]
+            require(registry, (("len",),), "container" if kind == "submodule" else "module",
+                    lambda now, then, p=path, k=kind: f"{p} has {now} {k}s, the plan was compiled with {then}")
+            for key in registry:
+                require(registry, (("key", key),), "module", lambda now, then, p=path, k=key, c=kind:
+                        f"{p}.{k} is {now}, not the {c} the plan was compiled with (it was replaced: the plan "
+                        "would keep using the old one)")
+
+    for i, binding in enumerate(graph._optimizers):
+        opt = binding.optimizer
+        label = f"optimizer {i} ({type(opt).__name__})"
+        require(opt, (("attr", "param_groups"), ("len",)), "optimizer",
+                lambda now, then, lb=label: f"{lb} has {now} parameter groups, the plan was compiled with {then}")
+        for k, group in enumerate(opt.param_groups):
+            require(opt, (("attr", "param_groups"), ("key", k)), "optimizer",
+                    lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} was replaced")
+            require(group, (("key", "params"), ("len",)), "optimizer",
+                    lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} has other parameters now")
+            for j in range(len(group["params"])):
+                require(group, (("key", "params"), ("key", j)), "optimizer",
+                        lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} has other parameters now")
+            for key in group:
+                if key not in ("params", "lr"):
+                    require(group, (("key", key),), "optimizer", lambda now, then, lb=label, k=k, key=key:
+                            f"{lb}'s {key} is {now} in parameter group {k}, the plan was compiled for {then!r} "
+                            "(only lr is fed in on every call; another hyper-parameter is part of the compiled "
+                            "update rule)")
+        require(opt, (("attr", "state"),), "optimizer",
+                lambda now, then, lb=label: f"{lb}'s state was replaced (load_state_dict)")
+        for p, slots in opt.state.items():
+            require(opt.state, (("key", p),), "optimizer",
+                    lambda now, then, lb=label: f"{lb}'s state of a parameter was replaced")
+            require(slots, (("len",),), "optimizer",
+                    lambda now, then, lb=label: f"{lb}'s state of a parameter has {now} slots, the plan read {then}")
+            for key in slots:
+                require(slots, (("key", key),), "optimizer",
+                        lambda now, then, lb=label, key=key: f"{lb}'s state slot {key!r} of a parameter was replaced")
+
+    require(settings_of, (("call", graph),), "graph", lambda now, then:
+            f"AMP or activation checkpointing changed: the plan was compiled with {then}; now {now}", same="==")
+    return found
+
+
+def _modules(modules: dict[str, Module]) -> Iterator[tuple[str, Module]]:
+    """Every module under the graph's, once, with its path."""
+    seen: set[int] = set()
+    for name, top in modules.items():
+        for path, module in top.named_modules(prefix=name):
+            if id(module) not in seen:
+                seen.add(id(module))
+                yield path, module
+
+
+def _plain(value: Any) -> bool:
+    if type(value) in _PLAIN:
+        return True
+    return type(value) is tuple and all(_plain(v) for v in value)
+
+
+def _now(root: Any, path: tuple) -> str:
+    """What ``path`` reads from ``root`` now, for a message (``<deleted>`` if nothing)."""
+    try:
+        value = Condition(root, path, None, "is", "", str).read()
+    except (KeyError, AttributeError, IndexError, TypeError):
+        return "<deleted>"
+    if isinstance(value, Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, Module):
+        return value._shallow_repr()
+    return repr(value) if isinstance(value, str) else str(value)
