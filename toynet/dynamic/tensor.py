@@ -158,16 +158,10 @@ class Tensor:
         return t
 
     def _set(self, array: Any, device: Device, requires_grad: bool) -> None:
-        backend.dtype_of(array)  # reject unsupported dtypes (complex, strings) right away
-        self.array = array
-        self.node = None
-        self.device = device
-        self.requires_grad = bool(requires_grad)
-        self.grad = None
-        self.grad_fn = None
-        self.name = None
-        self._version = None
-        if requires_grad and not backend.dtype_of(array).is_floating_point:
+        dtype = backend.dtype_of(array)  # rejects unsupported dtypes (complex, strings) right away
+        self.array, self.node, self.device, self.requires_grad = array, None, device, bool(requires_grad)
+        self.grad = self.grad_fn = self.name = self._version = None
+        if requires_grad and not dtype.is_floating_point:
             raise RuntimeError(f"only floating-point tensors can require grad, got {backend.dtype_of(array)}")
 
     @classmethod

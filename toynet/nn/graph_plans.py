@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from ..dynamic.tensor import Tensor
 from ..static.compile import Plan, commit
@@ -49,7 +51,6 @@ from ..static.trace import leaf_kinds
 from .graph_amp import SETTINGS
 from .graph_print import Record
 from .module import CHANGES, Module
-
 
 # ----------------------------------------------------------------------------------------- settings
 
@@ -161,39 +162,35 @@ def eviction_warning(name: str, limit: int) -> str:
             "settings fixed, or raise graph.config.cache_limit.")
 
 
+@dataclass(eq=False)
 class CompiledGraph:
     """Everything one compilation produced, for one input signature."""
 
-    def __init__(self, key: Any, traced: StaticGraph, optimized: StaticGraph, reports: list | None, plan: Plan,
-                 states: dict[str, Tensor], record: Record | None, seconds: float, guard: Guard):
-        self.key = key
-        #: State name -> the eager tensor holding it (parameters, buffers, optimizer slots, train step).
-        self.states = states
-        #: The same tensors in the order the plan takes them.
-        self.state_tensors = [states[name] for name in plan.state_names]
-        self.traced = traced
-        self.optimized = optimized
-        self.reports = reports
-        self.plan = plan
-        self.record = record
-        self.seconds = seconds
-        #: What the plan took for granted; ``guard.check()`` before every run.
-        self.guard = guard
+    key: Any                             # (signature of the call, fast path?)
+    traced: StaticGraph
+    optimized: StaticGraph
+    reports: list | None
+    plan: Plan
+    states: dict[str, Tensor]            # state name -> the eager tensor holding it (parameters, slots...)
+    record: Record | None
+    seconds: float
+    guard: Guard                         # what the plan took for granted; ``guard.check()`` before every run
+    #: The number inputs of the latest call (a saved graph keeps them as constants).
+    numbers: list = field(default_factory=list)
+    #: What commits a step (see toynet.static.compile.commit): the copy of every new state value, or a
+    #: function of nn.Graph's that has Python work to add (a scheduler's step).
+    commit: Any = commit
+
+    def __post_init__(self) -> None:
+        #: The state tensors in the order the plan takes them.
+        self.state_tensors = [self.states[name] for name in self.plan.state_names]
         # Which leaves of a call are fed to the plan: "T" a tensor's array, "N" a Python number, "V" none.
-        self._feed = [kind[0] for kind in leaf_kinds(key[0][0])]  # key: ((spec, tensor metas), fast path?)
-        self._numbers = "N" in self._feed
-        #: The number inputs of the latest call (a saved graph keeps them as constants).
-        self.numbers: list = []
-        #: What commits a step (see toynet.static.compile.commit): the copy of every new state value, or a
-        #: function of nn.Graph's that has Python work to add (a scheduler's step).
-        self.commit: Any = commit
+        self.feed = [kind[0] for kind in leaf_kinds(self.key[0][0])]
 
     def inputs(self, leaves: list) -> list:
         """What the plan is given for a call's leaves: tensors' arrays and the numbers that are inputs."""
-        if not self._numbers:
-            return [t.array for t in leaves if isinstance(t, Tensor)]
-        self.numbers = [x for x, kind in zip(leaves, self._feed) if kind == "N"]
-        return [x.array if kind == "T" else x for x, kind in zip(leaves, self._feed) if kind != "V"]
+        self.numbers = [x for x, kind in zip(leaves, self.feed) if kind == "N"]
+        return [x.array if kind == "T" else x for x, kind in zip(leaves, self.feed) if kind != "V"]
 
     def keep_only_what_runs(self) -> None:
         """Drop the pass reports and the outline record (kept for the latest compilation only)."""
@@ -205,11 +202,10 @@ class CompiledGraph:
 
 
 class PlanCache:
-    """Compiled graphs by signature, at most ``limit`` of them, the least recently used evicted first."""
+    """Compiled graphs, at most ``limit`` of them, the least recently used evicted first."""
 
     def __init__(self, limit: int = 8):
         self.limit = limit
-        self._by_key: dict[Any, list[CompiledGraph]] = {}
         self._recent: OrderedDict[int, CompiledGraph] = OrderedDict()   # id -> entry, least recent first
         #: The most recently compiled entry: the only one with pass reports and an outline record.
         self.latest: CompiledGraph | None = None
@@ -221,50 +217,26 @@ class PlanCache:
     def __iter__(self) -> Iterator[CompiledGraph]:
         return iter(list(self._recent.values()))
 
-    def __bool__(self) -> bool:
-        return bool(self._recent)
-
     def lookup(self, key: Any) -> tuple[CompiledGraph | None, list[str]]:
-        """The entry compiled for ``key`` whose guard holds, made the most recent; else None and what failed
-        (in the guard of the most recently used entry for ``key``; empty for a new signature)."""
-        entries = self._by_key.get(key)
-        if not entries:
-            return None, []
+        """The most recently used entry compiled for ``key`` whose guard holds, made the most recent; else None
+        and what failed in the guard of the most recent entry for ``key`` (nothing for a new signature)."""
+        entries = [entry for entry in reversed(self._recent.values()) if entry.key == key]
         for entry in entries:
             if entry.guard.check():
-                self.touch(entry)
+                self._recent.move_to_end(id(entry))
                 return entry, []
-        return None, entries[0].guard.failures()
-
-    def touch(self, entry: CompiledGraph) -> None:
-        """Make ``entry`` the most recently used."""
-        self._recent.move_to_end(id(entry))
-        entries = self._by_key[entry.key]
-        if entries[0] is not entry:
-            entries.remove(entry)
-            entries.insert(0, entry)
+        return None, entries[0].guard.failures() if entries else []
 
     def add(self, entry: CompiledGraph, limit: int) -> list[CompiledGraph]:
         """Keep ``entry`` (the latest compilation); return the entries evicted to keep at most ``limit``."""
-        self.limit = limit
         if self.latest is not None:
             self.latest.keep_only_what_runs()
-        self.latest = entry
-        self._by_key.setdefault(entry.key, []).insert(0, entry)
-        self._recent[id(entry)] = entry
-        evicted = []
-        while len(self._recent) > self.limit:
-            _, old = self._recent.popitem(last=False)
-            entries = self._by_key[old.key]
-            entries.remove(old)
-            if not entries:
-                del self._by_key[old.key]
-            evicted.append(old)
+        self.latest, self.limit, self._recent[id(entry)] = entry, limit, entry
+        evicted = [self._recent.popitem(last=False)[1] for _ in range(len(self._recent) - limit)]
         self.evictions += len(evicted)
         return evicted
 
     def clear(self) -> None:
-        self._by_key.clear()
         self._recent.clear()
         self.latest = None
 
@@ -272,6 +244,8 @@ class PlanCache:
 # --------------------------------------------------------------------------------------- the guard
 
 
+#: Paths used often: a tensor's array, the length of a container.
+ARRAY, LEN = ("attr", "array"), (("len",),)
 #: Types of settings compared by value (``==``); anything else is compared by identity.
 _PLAIN = (bool, int, float, str, type(None))
 
@@ -343,73 +317,61 @@ def conditions_of(graph: Any, states: list[tuple[str, Tensor]], parameters: set[
     """Everything a plan of ``graph`` depends on, as conditions (see the module's docstring)."""
     found: list[Condition] = []
 
-    def require(root: Any, path: tuple, about: str, why: Callable[[Any, Any], str], same: str = "") -> None:
+    def require(root: Any, path: tuple, about: str, says: str, same: str = "") -> None:
         """Add: reading ``path`` from ``root`` still gives what it gives now (equal to it for plain data, else
-        the very same object, unless ``same`` says); ``why(now, then)`` says what changed."""
-        expected = Condition(root, path, None, "is", about, str).read()
-        same = same or ("==" if _plain(expected) else "is")
-        found.append(Condition(root, path, expected, same, about, lambda: why(_now(root, path), expected)))
+        the very same object, unless ``same`` says); ``says`` tells what changed, with ``{now}`` and ``{then}``."""
+        then = Condition(root, path, None, "is", about, str).read()
 
+        def why() -> str:  # (replace, not format: a name in ``says`` may hold braces)
+            then_text = repr(then) if isinstance(then, str) else str(then)
+            return says.replace("{now}", _now(root, path)).replace("{then}", then_text)
+
+        found.append(Condition(root, path, then, same or ("==" if _plain(then) else "is"), about, why))
+
+    compiled_for, compiled_with = "the plan was compiled for {then}", "the plan was compiled with {then}"
     for name, t in states:
-        require(t, (("attr", "array"), ("attr", "shape")), "state",
-                lambda now, then, n=name: f"{n} has shape {now}, the plan was compiled for {then} "
-                                          "(its .data was replaced)")
-        require(t, (("attr", "array"), ("attr", "dtype")), "state",
-                lambda now, then, n=name: f"{n} has dtype {now}, the plan was compiled for {then}", same="==")
-        require(t, (("attr", "device"),), "state",
-                lambda now, then, n=name: f"{n} is on {now}, the plan was compiled for {then}")
+        require(t, (ARRAY, ("attr", "shape")), "state", f"{name} has shape {{now}}, {compiled_for} (.data replaced)")
+        require(t, (ARRAY, ("attr", "dtype")), "state", f"{name} has dtype {{now}}, {compiled_for}", same="==")
+        require(t, (("attr", "device"),), "state", f"{name} is on {{now}}, {compiled_for}")
         if name in parameters:
-            require(t, (("attr", "requires_grad"),), "parameter",
-                    lambda now, then, n=name: f"{n}.requires_grad is {now}, the plan was compiled for {then}")
+            require(t, (("attr", "requires_grad"),), "parameter", f"{name}.requires_grad is {{now}}, {compiled_for}")
 
     for path, module in _modules(graph._modules):
         attributes = module.__dict__
-        for key, value in attributes.items():
-            if _plain(value):
-                what = "model.train()/eval() changed it" if key == "training" else "it was changed"
-                require(attributes, (("key", key),), "module", lambda now, then, p=path, k=key, w=what:
-                        f"{p}.{k} is {now}, the plan was compiled for {then!r} ({w})")
-        for kind, registry_name in (("parameter", "_parameters"), ("buffer", "_buffers"), ("submodule", "_modules")):
-            registry = attributes[registry_name]
-            require(registry, (("len",),), "container" if kind == "submodule" else "module",
-                    lambda now, then, p=path, k=kind: f"{p} has {now} {k}s, the plan was compiled with {then}")
-            for key in registry:
-                require(registry, (("key", key),), "module", lambda now, then, p=path, k=key, c=kind:
-                        f"{p}.{k} is {now}, not the {c} the plan was compiled with (it was replaced: the plan "
-                        "would keep using the old one)")
+        for key in [key for key, value in attributes.items() if _plain(value)]:
+            what = "model.train()/eval() changed it" if key == "training" else "it was changed"
+            require(attributes, (("key", key),), "module", f"{path}.{key} is {{now}}, {compiled_for} ({what})")
+        for kind, registry in (("parameter", "_parameters"), ("buffer", "_buffers"), ("submodule", "_modules")):
+            about = "container" if kind == "submodule" else "module"
+            require(attributes[registry], LEN, about, f"{path} has {{now}} {kind}s, {compiled_with}")
+            for key in attributes[registry]:
+                require(attributes[registry], (("key", key),), "module", f"{path}.{key} is {{now}}, not the {kind} "
+                        "the plan was compiled with (it was replaced: the plan would keep using the old one)")
 
     for i, binding in enumerate(graph._optimizers):
         opt = binding.optimizer
         label = f"optimizer {i} ({type(opt).__name__})"
-        require(opt, (("attr", "param_groups"), ("len",)), "optimizer",
-                lambda now, then, lb=label: f"{lb} has {now} parameter groups, the plan was compiled with {then}")
+        require(opt, (("attr", "param_groups"), *LEN), "optimizer", f"{label} has {{now}} parameter groups, "
+                + compiled_with)
         for k, group in enumerate(opt.param_groups):
-            require(opt, (("attr", "param_groups"), ("key", k)), "optimizer",
-                    lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} was replaced")
-            require(group, (("key", "params"), ("len",)), "optimizer",
-                    lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} has other parameters now")
+            require(opt, (("attr", "param_groups"), ("key", k)), "optimizer", f"{label}'s group {k} was replaced")
+            other_parameters = f"{label}'s parameter group {k} has other parameters now"
+            require(group, (("key", "params"), *LEN), "optimizer", other_parameters)
             for j in range(len(group["params"])):
-                require(group, (("key", "params"), ("key", j)), "optimizer",
-                        lambda now, then, lb=label, k=k: f"{lb}'s parameter group {k} has other parameters now")
-            for key in group:
-                if key not in ("params", "lr"):
-                    require(group, (("key", key),), "optimizer", lambda now, then, lb=label, k=k, key=key:
-                            f"{lb}'s {key} is {now} in parameter group {k}, the plan was compiled for {then!r} "
-                            "(only lr is fed in on every call; another hyper-parameter is part of the compiled "
-                            "update rule)")
-        require(opt, (("attr", "state"),), "optimizer",
-                lambda now, then, lb=label: f"{lb}'s state was replaced (load_state_dict)")
+                require(group, (("key", "params"), ("key", j)), "optimizer", other_parameters)
+            for key in [key for key in group if key not in ("params", "lr")]:
+                require(group, (("key", key),), "optimizer", f"{label}'s {key} is {{now}} in parameter group {k}, "
+                        f"{compiled_for} (only lr is fed in on every call; another hyper-parameter is part of the "
+                        "compiled update rule)")
+        require(opt, (("attr", "state"),), "optimizer", f"{label}'s state was replaced (load_state_dict)")
         for p, slots in opt.state.items():
-            require(opt.state, (("key", p),), "optimizer",
-                    lambda now, then, lb=label: f"{lb}'s state of a parameter was replaced")
-            require(slots, (("len",),), "optimizer",
-                    lambda now, then, lb=label: f"{lb}'s state of a parameter has {now} slots, the plan read {then}")
+            require(opt.state, (("key", p),), "optimizer", f"{label}'s state of a parameter was replaced")
+            require(slots, LEN, "optimizer", f"{label}'s state of a parameter has {{now}} slots, it had {{then}}")
             for key in slots:
-                require(slots, (("key", key),), "optimizer",
-                        lambda now, then, lb=label, key=key: f"{lb}'s state slot {key!r} of a parameter was replaced")
+                require(slots, (("key", key),), "optimizer", f"{label}'s slot {key!r} of a parameter was replaced")
 
-    require(settings_of, (("call", graph),), "graph", lambda now, then:
-            f"AMP or activation checkpointing changed: the plan was compiled with {then}; now {now}", same="==")
+    require(settings_of, (("call", graph),), "graph", "AMP or activation checkpointing changed: the plan was "
+            "compiled with {then}; now {now}", same="==")
     return found
 
 

@@ -160,23 +160,18 @@ def shape_of(x: Any) -> Shape:
 
 
 def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
-    """NumPy's broadcasting rule, with an error that says which dimensions clash."""
-    ndim = max((len(s) for s in shapes), default=0)
-    result = []
-    for axis in range(-ndim, 0):
-        size = 1
-        for s in shapes:
-            if len(s) >= -axis:
-                d = s[axis]
-                if d != 1:
-                    if size not in (1, d):
-                        listed = " and ".join(str(tuple(s)) for s in shapes)
-                        raise ShapeError(
-                            f"{op}: shapes {listed} cannot be broadcast together: dimension {axis} "
-                            f"is {size} in one and {d} in the other (sizes must match or be 1)")
-                    size = d
-        result.append(size)
-    return tuple(result)
+    """NumPy's broadcasting rule (sizes are compared from the last dimension back: they must match or be 1),
+    with an error that says which dimensions clash."""
+    try:
+        return backend.host.broadcast_shapes(*shapes)
+    except ValueError:
+        for axis in range(-max(len(s) for s in shapes), 0):
+            sizes = list(dict.fromkeys(s[axis] for s in shapes if len(s) >= -axis and s[axis] != 1))
+            if len(sizes) > 1:
+                raise ShapeError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast "
+                                 f"together: dimension {axis} is {sizes[0]} in one and {sizes[1]} in the other "
+                                 "(sizes must match or be 1)") from None
+        raise
 
 
 def result_dtype(*inputs: Any) -> backend.DType:

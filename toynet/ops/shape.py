@@ -6,6 +6,7 @@ sum over broadcast dimensions, scatter into zeros, slice the concatenation apart
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import backend
@@ -199,15 +200,9 @@ def shape_arg(args: tuple) -> tuple[int, ...]:
 
 def resolve_reshape(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...]:
     """The shape ``new`` with its one ``-1`` worked out; an error unless it holds as many elements as ``old``."""
-    total = 1
-    for d in old:
-        total *= d
+    total, known = math.prod(old), math.prod(d for d in new if d != -1)
     if new.count(-1) > 1:
         raise ShapeError(f"reshape: only one dimension can be -1, got {new}")
-    known = 1
-    for d in new:
-        if d != -1:
-            known *= d
     if -1 in new:
         if known == 0 or total % known:
             raise ShapeError(f"reshape: cannot reshape a tensor of shape {old} ({total} elements) into {new}")

@@ -34,25 +34,12 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import math
 import operator
-import re
 from typing import Any
 
 from .. import backend
-from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
-
-#: What the generated code's names mean, for the header of ``plan.source``: (pattern, explanation).
-NAMES = [
-    (r"v_in\d+", "v_in0, v_in1...  the arrays passed to this call (inputs[k])"),
-    (r"s\d+", "s0, s1...        the state arrays (parameters, buffers, optimizer slots, train step) from\n"
-              "                 states[k]; only the commit at the end writes them"),
-    (r"c\d+", "c0, c1...        constants: values fixed when compiling (folded, or eager tensors the build read)"),
-    (r"lit\d+", "lit0...          numbers made once: 0-d arrays of the dtype an op computes in, or what Python\n"
-                "                 source cannot spell (inf, nan)"),
-    (r"b\d+(_\d+)?", "b2...            buffer 2 of the memory plan (seen with one shape and dtype): allocated once,\n"
-                     "                 reused by every call"),
-    (r"v\d+", "v0, v1...        the value of op 0, 1...; `del` drops one not in a buffer after its last reader"),
-]
+from .ir import BACKWARD, CONSTANT, FORWARD, OP, OPTIMIZER, STATE, Graph, Node
 
 PHASE_TITLES = {
     FORWARD: "forward: what build() computes from the inputs",
@@ -71,40 +58,19 @@ class Plan:
     """
 
     def __init__(self, graph: Graph):
-        self.graph = graph
-        self.device = _graph_device(graph)
-        self.state_names = [n.state_name for n in graph.nodes if n.kind == STATE]
-        self.input_names = [n.name for n in graph.inputs]
+        self.graph, self.device = graph, _graph_device(graph)
+        self.state_names = [n.state_name for n in graph.states]
         #: Positions in ``inputs`` of the Python numbers of the call (a plain int or float each call).
         self.number_inputs = [k for k, n in enumerate(graph.inputs) if n.attrs.get("number")]
         self.namespace: dict[str, Any] = {"xp": self.device.xp, "commit_all": commit}
-        self.source = self.generate()
+        self.names: dict[int, str] = {}           # id(node) -> its name in the generated code
+        self.numbers = _number_nodes(graph)       # ids of the values that are Python numbers at run time
+        self.buffers = self.allocate_buffers()    # node name -> the name of its buffer
+        body = self.reads() + self.op_lines() + self.commits() + [f"    return {_tuple(self.outputs())}"]
+        lines = [HEADER.replace("{name}", as_comment(graph.name)), "def run(inputs, states, commit=commit_all):"]
+        self.source = "\n".join(lines + body) + "\n"
         exec(compile(self.source, f"<toynet plan {graph.name}>", "exec"), self.namespace)  # noqa: S102
         self.run = self.namespace["run"]
-
-    # ----------------------------------------------------------------------------------- the code
-
-    def generate(self) -> str:
-        """The source of ``run``: a header naming what the names mean, the reads of the inputs and states,
-        one line per op, the commit of every state update, and the return of the outputs."""
-        self.names: dict[int, str] = {}  # id(node) -> its name in the generated code
-        self.numbers = _number_nodes(self.graph)
-        self.buffers = self._allocate_buffers()
-        body = self.reads() + self.op_lines() + self.commits()
-        body.append(f"    return {_tuple(self.outputs())}")
-        lines = self.header() + ["def run(inputs, states, commit=commit_all):"] + body
-        return "\n".join(lines) + "\n"
-
-    def header(self) -> list[str]:
-        """Comments saying what each kind of name in the code means (only the kinds it uses)."""
-        names = set(self.namespace) | set(self.names.values())
-        lines = [f"# The compiled plan of graph {as_comment(self.graph.name)}: its optimised ops as straight-line",
-                 "# array code, one line per op, in the order they run. xp is the array module (NumPy, or CuPy",
-                 "# on a GPU); each op's function is its forward, with its attributes bound. Names:"]
-        for pattern, text in NAMES:
-            if any(re.fullmatch(pattern, name) for name in names):
-                lines += [f"#   {line}" for line in text.splitlines()]
-        return lines
 
     def reads(self) -> list[str]:
         """Name the call's input arrays and the state arrays; constants live in the namespace."""
@@ -112,22 +78,18 @@ class Plan:
         for k, n in enumerate(self.graph.inputs):
             self.names[id(n)] = f"v_in{k}"
             lines.append(f"    v_in{k} = inputs[{k}]")
-        constants = 0
-        for n in self.graph.nodes:
-            if n.kind == STATE:
-                k = self.state_names.index(n.state_name)
-                self.names[id(n)] = f"s{k}"
-                lines.append(f"    s{k} = states[{k}]  # {as_comment(n.state_name)}")
-            elif n.kind == CONSTANT:
-                self.names[id(n)] = name = f"c{constants}"
-                constants += 1
-                self.namespace[name] = n.value
+        for k, n in enumerate(self.graph.states):
+            self.names[id(n)] = f"s{k}"
+            lines.append(f"    s{k} = states[{k}]  # {as_comment(n.state_name)}")
+        for k, n in enumerate(n for n in self.graph.nodes if n.kind == CONSTANT):
+            self.names[id(n)] = f"c{k}"
+            self.namespace[f"c{k}"] = n.value
         return lines
 
     def op_lines(self) -> list[str]:
         """One line per op, under a comment saying what it is and where it came from; a value not kept in a
         buffer is dropped (``del``) as soon as its last reader has run."""
-        memory = self.graph.memory
+        last_use = self.graph.memory.last_use if self.graph.memory is not None else {}
         dies_at: dict[int, list[str]] = {}
         lines, phase = [], None
         for i, n in enumerate(n for n in self.graph.nodes if n.kind == OP):
@@ -135,20 +97,17 @@ class Plan:
                 phase = n.phase
                 lines.append(f"    # ---- {PHASE_TITLES.get(phase, phase)}")
             name = self.names[id(n)] = f"v{i}"
-            origin = origin_comment(n)
-            lines.append(f"    # {as_comment(n.name)}: {as_comment(n.op.describe(**n.attrs))}"
-                         + (f"    ({as_comment(origin)})" if origin else ""))
-            args = [self.names[id(x)] if isinstance(x, Node) else self.literal(x) for x in n.inputs]
+            origin = f"    ({as_comment(origin_comment(n))})" if n.source else ""
+            lines.append(f"    # {as_comment(n.name)}: {as_comment(n.op.describe(**n.attrs))}{origin}")
+            args = ", ".join(["xp"] + [self.names[id(x)] if isinstance(x, Node) else self.literal(x) for x in n.inputs])
             out = self.buffers.get(n.name)
-            call = f"{self.function(i, n)}({', '.join(['xp'] + args)}" + (f", out={out})" if out else ")")
-            lines.append(f"    {name} = {call}")
+            lines.append(f"    {name} = {self.function(i, n)}({args}" + (f", out={out})" if out else ")"))
             if id(n) in self.numbers:
                 # Computed from the call's Python numbers only: keep it a Python number, as Eager mode's
                 # Python arithmetic would, so it stays 'weak' in NumPy's promotion (x32 * it is float32).
                 lines.append(f"    {name} = {name}.item()")
-            last = memory.last_use.get(n.name, -1) if memory is not None else -1
-            if out is None and i < last < _END:
-                dies_at.setdefault(last, []).append(name)
+            if out is None and i < last_use.get(n.name, -1) < _END:
+                dies_at.setdefault(last_use[n.name], []).append(name)
             lines += [f"    del {dead}" for dead in dies_at.pop(i, [])]
         return lines
 
@@ -156,26 +115,23 @@ class Plan:
         """The commit: every state's new value copied into the state's array, in one call. A new value that
         still reads a state's memory (``prev.copy_(cur)``: the old ``cur``) is copied first, so no order of
         the copies can mix old and new values."""
-        memory = self.graph.memory
         updates = {state: n for state, n in self.graph.updates.items() if n.state_name != state}
         if not updates:
             return []
         lines = ["    # ---- commit: every state update at once, none written before (a failed step changes nothing)"]
-        targets, values = [], []
+        values = []
         for state, node in updates.items():
-            value = self.names[id(node)]
-            if _reads_state(node, memory):
-                lines.append(f"    {value}_old = {value}.copy()  # the old value of a state, for {as_comment(state)}")
-                value = f"{value}_old"
-            targets.append(f"s{self.state_names.index(state)}")
-            values.append(value)
+            values.append(self.names[id(node)])
+            if _reads_state(node, self.graph.memory):
+                lines.append(f"    {values[-1]}_old = {values[-1]}.copy()  # the old value of {as_comment(state)}")
+                values[-1] += "_old"
+        targets = [f"s{self.state_names.index(state)}" for state in updates]
         return lines + [f"    commit({_tuple(targets)}, {_tuple(values)})"]
 
     def outputs(self) -> list[str]:
         """The outputs, arrays the caller may keep (after the commit: an output that is a state shows it
         after the step, as the eager tensor would)."""
-        memory = self.graph.memory
-        outs = []
+        memory, outs = self.graph.memory, []
         for n in self.graph.outputs:
             v = self.names[id(n)]
             if id(n) in self.numbers:
@@ -187,14 +143,11 @@ class Plan:
                 outs.append(f"xp.asarray({v})")  # NumPy gives scalars for 0-d results; outputs are arrays
         return outs
 
-    # ------------------------------------------------------------------------------------ the names
-
     def function(self, i: int, n: Node) -> str:
         """The name under which op node ``n`` (op ``i``) calls its op's forward, its attributes bound once."""
-        base = n.op.name if n.op.name.isidentifier() else "op"
-        name = f"{base}_{i}" if n.attrs else base
-        if name not in self.namespace:
-            self.namespace[name] = functools.partial(n.op.forward, **n.attrs) if n.attrs else n.op.forward
+        name = n.op.name if n.op.name.isidentifier() else "op"
+        name = f"{name}_{i}" if n.attrs else name
+        self.namespace.setdefault(name, functools.partial(n.op.forward, **n.attrs) if n.attrs else n.op.forward)
         return name
 
     def literal(self, value: Any) -> str:
@@ -205,26 +158,37 @@ class Plan:
         self.namespace[name] = value
         return name
 
-    def _allocate_buffers(self) -> dict[str, str]:
+    def allocate_buffers(self) -> dict[str, str]:
         """The memory plan made real: one byte arena, and for each node placed in it a typed view of its slot,
         named ``b<slot>`` (``b<slot>_<k>`` when the slot is seen with several shapes)."""
-        memory = self.graph.memory
+        memory, names, views = self.graph.memory, {}, {}
         if memory is None:
             return {}
         arena = self.device.xp.empty(memory.arena_bytes, dtype=backend.uint8.array_dtype)
-        names: dict[str, str] = {}
-        views: dict[tuple, str] = {}
-        for n in self.graph.nodes:
-            slot = memory.buffer_of.get(n.name)
-            if slot is None:
-                continue
+        for n in (n for n in self.graph.nodes if n.name in memory.buffer_of):
+            slot = memory.buffer_of[n.name]
             key = (slot, tuple(n.shape), n.dtype.name)
             if key not in views:
-                name = views[key] = f"b{slot}" if not any(k[0] == slot for k in views) else f"b{slot}_{len(views)}"
-                start, nbytes = memory.offsets[slot], n.dtype.itemsize * _count(n.shape)
-                self.namespace[name] = arena[start:start + nbytes].view(n.dtype.array_dtype).reshape(n.shape)
+                views[key] = f"b{slot}" if not any(k[0] == slot for k in views) else f"b{slot}_{len(views)}"
+                start = memory.offsets[slot]
+                view = arena[start:start + n.dtype.itemsize * math.prod(n.shape)].view(n.dtype.array_dtype)
+                self.namespace[views[key]] = view.reshape(n.shape)
             names[n.name] = views[key]
         return names
+
+
+#: What the generated code's names mean, above ``def run``.
+HEADER = """\
+# The compiled plan of graph {name}: its optimised ops as straight-line array code, one line per
+# op, in the order they run. xp is the array module (NumPy, or CuPy on a GPU); each op's function is its
+# forward, with its attributes bound. Names:
+#   v_in0...  the arrays passed to this call (inputs[k])
+#   s0...     the state arrays (parameters, buffers, optimizer slots, train step); only the commit
+#             at the end writes them
+#   c0...     constants: values fixed when compiling (folded, or eager tensors build() read)
+#   lit0...   numbers made once (what Python source cannot spell: inf, nan)
+#   b0...     the buffers of the memory plan: allocated once, reused by every call
+#   v0...     the value of op 0, 1...; `del` drops one not in a buffer after its last reader"""
 
 
 def compile_graph(graph: Graph) -> Plan:
@@ -272,13 +236,6 @@ def _tuple(items: list[str]) -> str:
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
-def _count(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 def _reads_state(node: Node, memory: Any) -> bool:
     """Is ``node`` a state, or a view of one (an op that returns its first input's memory)?"""
     while node.kind == OP and node.op.may_alias_input and node.input_nodes:
@@ -301,7 +258,4 @@ def _number_nodes(graph: Graph) -> set[int]:
 
 def _graph_device(graph: Graph) -> backend.Device:
     """The device the plan runs on: the one its values live on (a graph lives on one device)."""
-    for n in graph.nodes:
-        if n.kind in (INPUT, STATE, CONSTANT, OP):
-            return n.device
-    return backend.CPU
+    return graph.nodes[0].device if graph.nodes else backend.CPU
