@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import threading
 
 import numpy as np
@@ -26,10 +27,12 @@ def interrupted_many_times(loop_body, trials=150):
     left_off = 0
     for trial in range(trials):
         timer = threading.Timer(0.0002 + (trial % 13) * 0.00005, os.kill, (os.getpid(), signal.SIGINT))
+        deadline = time.monotonic() + 10   # a lost SIGINT fails the test instead of hanging the run
         try:
             timer.start()  # inside the try: the signal may arrive before start() returns
-            while True:
+            while time.monotonic() < deadline:
                 loop_body()
+            raise AssertionError(f"trial {trial}: no KeyboardInterrupt reached the loop within 10 s of the SIGINT")
         except KeyboardInterrupt:
             pass
         timer.join()

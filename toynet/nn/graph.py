@@ -53,11 +53,10 @@ from ..dynamic.tensor import Tensor
 from ..optim.optimizer import Optimizer
 from ..static import compile as compiler
 from ..static import passes
-from ..static.trace import bake_numbers, flatten_call, leaf_kinds, signature, unflatten
 from ..static.compile import Plan
 from ..static.ir import Graph as StaticGraph
-from ..static.serialize import save_graph
-from ..static.trace import STATIC_HINT, StateInfo, trace_step
+from ..static.serialize import bake_numbers, save_graph
+from ..static.trace import STATIC_HINT, StateInfo, flatten_call, leaf_kinds, signature, trace_step, unflatten
 from . import graph_plans
 from .graph_amp import GradScalerMixin, GraphModule, scaled_build  # noqa: F401 (nn.graph.GraphModule)
 from .graph_plans import (CompiledGraph, GraphConfig, PlanCache, build_parameters, compile_options,
@@ -288,6 +287,13 @@ class Graph(GraphStateMixin, GradScalerMixin):
         if self._debug.level >= level:
             self._debug.log(level, f"{self._debug.tag} {message}")
 
+    def _log_done(self, stage: str, start: float, end_message: str) -> float:
+        """OneFlow's two lines at the end of a stage (``end_message`` and the time it took); returns the time."""
+        now = time.perf_counter()
+        self._log(0, end_message)
+        self._log(0, f"{stage} Done! Cost time: {round(now - start, 2)}s.\n")
+        return now
+
     def _build_parameters(self) -> tuple[str, ...]:
         """The names of build()'s parameters (to find the static arguments among positional ones)."""
         static = self.config.static_arguments
@@ -308,8 +314,8 @@ class Graph(GraphStateMixin, GradScalerMixin):
         build = self.build if self._grad_scaler is None else scaled_build(self)
         watch = debug.watcher(record.stacks) if debug.level >= 1 or debug.op_repr else None
         try:
-            traced, tracer = trace_step(self._name, build, leaves, spec, self._states(), self._module_paths(),
-                                        updates=updates, watch=watch)
+            traced, tracer = trace_step(self._name, build, leaves, spec, *self._states_and_paths(), updates=updates,
+                                        watch=watch)
         except Exception as error:
             print(f"[ERROR]{debug.tag} building graph got error.")
             if failures and hasattr(error, "add_note"):
@@ -321,9 +327,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
         record.events.extend(tracer.events)
         if any(a is not b.lr_tensors for a, b in zip(fed, self._optimizers)):
             self._forget_plans()  # remade learning-rate inputs (another device): the other plans read the old
-        self._log(0, "end building graph.")
-        self._log(0, f"building graph Done! Cost time: {round(time.perf_counter() - start, 2)}s.\n")
-        compile_start = time.perf_counter()
+        compile_start = self._log_done("building graph", start, "end building graph.")
         self._log(0, "start compiling plan and init graph runtime.")
         try:
             optimized, reports = passes.optimize(traced, self.config.disabled_passes, **compile_options(self),
@@ -332,12 +336,10 @@ class Graph(GraphStateMixin, GradScalerMixin):
         except Exception:
             print(f"[ERROR]{debug.tag} building plan got error.")
             raise
-        self._log(0, "end compiling plan and init graph rumtime.")
-        self._log(0, f"compiling plan Done! Cost time: {round(time.perf_counter() - compile_start, 2)}s.\n")
-        states = tracer.state_tensors
-        guard = graph_plans.guard_graph(self, traced, states, plan.state_names)
-        compiled = CompiledGraph(key, traced, optimized, reports, plan, states, record, time.perf_counter() - start,
-                                 guard)
+        self._log_done("compiling plan", compile_start, "end compiling plan and init graph rumtime.")
+        guard = graph_plans.guard_graph(self, traced, tracer.state_tensors, plan.state_names)
+        compiled = CompiledGraph(key, traced, optimized, reports, plan, tracer.state_tensors, record,
+                                 time.perf_counter() - start, guard)
         # The plan's own commit is one C call with NumPy. With Python work in it (a scheduler's step, another
         # array module's setitem), the graph commits, with Ctrl-C held off (toynet.nn.graph_train).
         if plan.device is not backend.CPU or any(b.lr_scheduler is not None for b in self._optimizers):
@@ -355,23 +357,17 @@ class Graph(GraphStateMixin, GradScalerMixin):
         tensors = iter([Tensor.wrap(array, plan.device) for array in outputs])
         return unflatten(compiled.traced.output_structure, tensors)
 
-    def _states(self) -> dict[int, StateInfo]:
-        """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads)."""
+    def _states_and_paths(self) -> tuple[dict[int, StateInfo], dict[int, str]]:
+        """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads), and
+        id -> path (``model.features.0``) of every module, to name the ops traced inside it."""
         states: dict[int, StateInfo] = {}
-        for name, module in self._modules.items():
-            for pname, p in module.named_parameters(prefix=name):
-                states.setdefault(id(p), StateInfo(pname, "parameter", p))
-            for bname, b in module.named_buffers(prefix=name):
-                states.setdefault(id(b), StateInfo(bname, "buffer", b))
-        return states
-
-    def _module_paths(self) -> dict[int, str]:
-        """id -> path (``model.features.0``) of every module, to name the ops traced inside it."""
         paths: dict[int, str] = {}
         for name, module in self._modules.items():
             for path, m in module.named_modules(prefix=name):
                 paths.setdefault(id(m), path)
-        return paths
+            for kind, named in (("parameter", module.named_parameters), ("buffer", module.named_buffers)):
+                states.update({id(t): StateInfo(n, kind, t) for n, t in named(prefix=name) if id(t) not in states})
+        return states, paths
 
     def _train_step_tensor(self, device: backend.Device) -> Tensor:
         """The step counter the plans increment (System-Train-TrainStep), on the graph's device."""
@@ -380,5 +376,5 @@ class Graph(GraphStateMixin, GradScalerMixin):
             if old is not None:
                 self._forget_plans()  # they count on the old tensor
             count = [0] if old is None else old.numpy()
-            self.__dict__["_train_step"] = Tensor.from_data(count, dtype=backend.int64, device=device)
+            self.__dict__["_train_step"] = Tensor.wrap(device.xp.asarray(count, dtype=backend.int64.array_dtype), device)
         return self._train_step

@@ -244,6 +244,8 @@ class PlanCache:
 # --------------------------------------------------------------------------------------- the guard
 
 
+#: What each kind of step of a path reads from a value.
+_STEPS = {"key": lambda value, key: value[key], "attr": getattr, "len": len, "call": lambda value, arg: value(arg)}
 #: Paths used often: a tensor's array, the length of a container.
 ARRAY, LEN = ("attr", "array"), (("len",),)
 #: Types of settings compared by value (``==``); anything else is compared by identity.
@@ -270,14 +272,7 @@ class Condition(NamedTuple):
     def read(self) -> Any:
         value = self.root
         for step in self.path:
-            if step[0] == "key":
-                value = value[step[1]]
-            elif step[0] == "attr":
-                value = getattr(value, step[1])
-            elif step[0] == "len":
-                value = len(value)
-            else:
-                value = value(step[1])
+            value = _STEPS[step[0]](value, *step[1:])
         return value
 
     def holds(self) -> bool:
@@ -379,10 +374,7 @@ def _modules(modules: dict[str, Module]) -> Iterator[tuple[str, Module]]:
     """Every module under the graph's, once, with its path."""
     seen: set[int] = set()
     for name, top in modules.items():
-        for path, module in top.named_modules(prefix=name):
-            if id(module) not in seen:
-                seen.add(id(module))
-                yield path, module
+        yield from top.named_modules(prefix=name, memo=seen)
 
 
 def _plain(value: Any) -> bool:

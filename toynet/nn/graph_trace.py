@@ -82,15 +82,15 @@ def trace_function(base: type, func: Callable) -> Any:
     def build(self, *args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
-    def _states(self) -> dict[int, StateInfo]:
-        states = base._states(self)
+    def _states_and_paths(self) -> tuple[dict[int, StateInfo], dict[int, str]]:
+        states, paths = base._states_and_paths(self)
         for tensor_name, t in tensors.items():
             kind = "parameter" if isinstance(t, Parameter) else "buffer"
             states.setdefault(id(t), StateInfo(tensor_name, kind, t))
-        return states
+        return states, paths
 
     build.__doc__ = func.__doc__
-    traced_class = type(name, (base,), {"__init__": __init__, "build": build, "_states": _states,
+    traced_class = type(name, (base,), {"__init__": __init__, "build": build, "_states_and_paths": _states_and_paths,
                                         "__doc__": func.__doc__, "__module__": getattr(func, "__module__", None)})
     graph = traced_class()
     functools.update_wrapper(graph, func, assigned=("__doc__", "__wrapped__"), updated=())

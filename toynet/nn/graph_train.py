@@ -45,7 +45,8 @@ class OptimizerBinding:
         every plan compiled for the graph reads the same tensors, so feeding them once feeds all."""
         groups = self.optimizer.param_groups
         if len(self.lr_tensors) != len(groups) or (self.lr_tensors and self.lr_tensors[0].device != device):
-            self.lr_tensors = [Tensor.from_data(float(g["lr"]), dtype=backend.float32, device=device) for g in groups]
+            self.lr_tensors = [Tensor.wrap(device.xp.asarray(float(g["lr"]), dtype=backend.float32.array_dtype), device)
+                               for g in groups]
         return self.lr_tensors
 
     def feed_learning_rates(self) -> None:
@@ -64,6 +65,11 @@ def scheduled_commit(bindings: list[OptimizerBinding]) -> Callable[[tuple, tuple
                 if binding.lr_scheduler is not None:
                     binding.lr_scheduler.step()
     return commit_step
+
+
+def _slot(tracer: Tracer, optimizer: Any, param_name: str, key: str, value: Tensor) -> Tensor:
+    """The lazy stand-in of an optimizer slot, named as OneFlow names it (``model.0.weight-momentum``)."""
+    return tracer.add_state(f"{param_name}-{optimizer.slot_names.get(key, key)}", "optimizer", value)
 
 
 def _inputs_text(tracer: Tracer) -> str:
@@ -107,12 +113,8 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
                         f"optimizer.step() refuses the same step). The call's inputs: {_inputs_text(tracer)}. "
                         "Give the graph inputs of the parameters' dtype (x.float() or x.to(flow.float32)), "
                         "or convert the model to the inputs' dtype (model.double()).")
-                state = optimizer.state.get(p)
-                if state is None:
-                    state = optimizer.state[p] = optimizer.init_state(p, group)
-                slots = optimizer.slot_names
-                lazy_state = {k: tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", v)
-                              for k, v in state.items()}
+                state = optimizer.state[p] = optimizer.state.get(p) or optimizer.init_state(p, group)
+                lazy_state = {k: _slot(tracer, optimizer, name, k, v) for k, v in state.items()}
                 # Update ops are named after their parameter, and say which rule made them.
                 with tracer.scope(name, source=f"{type(optimizer).__name__}.update"):
                     new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
@@ -124,7 +126,7 @@ def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: 
                         for k in made:
                             v = new_state[k]
                             state[k] = Tensor.wrap(device.xp.zeros(tuple(v.shape), dtype=v.dtype.array_dtype), device)
-                            lazy_state[k] = tracer.add_state(f"{name}-{slots.get(k, k)}", "optimizer", state[k])
+                            lazy_state[k] = _slot(tracer, optimizer, name, k, state[k])
                         new_param, new_state = optimizer.update(tracer.lazy(p), grad, lazy_state, group, lr)
                     tracer.update(p, keep(new_param, tracer.lazy(p)))
                     for k, v in new_state.items():

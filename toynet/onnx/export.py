@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import backend
-from ..static.trace import bake_numbers
+from ..static.serialize import bake_numbers
 from ..static.ir import CONSTANT, INPUT, OP, STATE, Graph
 from ..static.serialize import DeployedGraph, forward_graph
 from .export_ops import CONVERTERS, Writer

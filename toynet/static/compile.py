@@ -74,17 +74,13 @@ class Plan:
 
     def reads(self) -> list[str]:
         """Name the call's input arrays and the state arrays; constants live in the namespace."""
-        lines = []
-        for k, n in enumerate(self.graph.inputs):
-            self.names[id(n)] = f"v_in{k}"
-            lines.append(f"    v_in{k} = inputs[{k}]")
-        for k, n in enumerate(self.graph.states):
-            self.names[id(n)] = f"s{k}"
-            lines.append(f"    s{k} = states[{k}]  # {as_comment(n.state_name)}")
-        for k, n in enumerate(n for n in self.graph.nodes if n.kind == CONSTANT):
-            self.names[id(n)] = f"c{k}"
-            self.namespace[f"c{k}"] = n.value
-        return lines
+        constants = [n for n in self.graph.nodes if n.kind == CONSTANT]
+        self.names.update({id(n): f"v_in{k}" for k, n in enumerate(self.graph.inputs)})
+        self.names.update({id(n): f"s{k}" for k, n in enumerate(self.graph.states)})
+        self.names.update({id(n): f"c{k}" for k, n in enumerate(constants)})
+        self.namespace.update({f"c{k}": n.value for k, n in enumerate(constants)})
+        return ([f"    v_in{k} = inputs[{k}]" for k in range(len(self.graph.inputs))]
+                + [f"    s{k} = states[{k}]  # {as_comment(n.state_name)}" for k, n in enumerate(self.graph.states)])
 
     def op_lines(self) -> list[str]:
         """One line per op, under a comment saying what it is and where it came from; a value not kept in a

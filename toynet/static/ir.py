@@ -152,17 +152,15 @@ class Graph:
         place, an earlier one is simply shared), or None (dropped: nothing may read it). Each node is shown
         with its inputs already replaced. Returns ``id(old) -> new`` of what was replaced."""
         replaced: dict[int, Node] = {}
-        kept: list[Node] = []
-        placed: set[int] = set()
+        kept: dict[int, Node] = {}           # id -> node, in order (a node shared by several is kept once)
         for node in self.nodes:
             node.redirect_inputs(replaced)
             new = replace(node)
+            if new is not None:
+                kept.setdefault(id(new), new)
             if new is not node and new is not None:
                 replaced[id(node)] = new
-            if new is not None and id(new) not in placed:
-                kept.append(new)
-                placed.add(id(new))
-        self.nodes = kept
+        self.nodes = list(kept.values())
         self.redirect_roots(replaced)
         return replaced
 
@@ -330,12 +328,10 @@ def graph_pass(name: str) -> Callable[[Callable[..., Graph]], Pass]:
 
 def timed(name: str, fn: Callable[[Graph, PassReport], Graph], graph: Graph) -> tuple[Graph, PassReport]:
     """Run ``fn`` on a copy of ``graph``, filling and timing a report."""
-    start = time.perf_counter()
-    report = PassReport(name, before=graph, after=graph)
-    after = fn(graph.copy(), report)
-    report.after = after
+    start, report = time.perf_counter(), PassReport(name, before=graph, after=graph)
+    report.after = fn(graph.copy(), report)
     report.seconds = time.perf_counter() - start
-    return after, report
+    return report.after, report
 
 
 def format_bytes(nbytes: int) -> str:

@@ -33,6 +33,30 @@ from .validate import MAX_SOURCE, CheckedGraph, Ref, check_graph
 KIND = "graph"
 
 
+# ------------------------------------------------------------------------- the call's numbers
+
+
+def bake_numbers(graph: Graph, values: list) -> Graph:
+    """A copy of ``graph`` in which its number inputs are ``values``, as constants: what a deployed graph,
+    called with tensors only, runs (``toynet.save(graph)`` keeps the numbers of the latest call)."""
+    numbers = [n for n in graph.inputs if n.attrs.get("number")]
+    if not numbers:
+        return graph
+    clone = graph.copy()
+    value_of = {id(n): v for n, v in zip([n for n in clone.inputs if n.attrs.get("number")], values)}
+    roots = {id(n) for n in clone.roots()}
+    constants: dict[int, Node] = {}
+    for n in clone.nodes:
+        n.inputs = tuple(value_of.get(id(x), x) if isinstance(x, Node) else x for x in n.inputs)
+        if id(n) in value_of and id(n) in roots:  # an output or a state's new value itself: a constant
+            constants[id(n)] = Node(n.name, CONSTANT, (), n.dtype, n.device,
+                                    value=n.device.xp.asarray(value_of[id(n)], dtype=n.dtype.array_dtype))
+    clone.nodes = [constants.get(id(n), n) for n in clone.nodes if id(n) not in value_of or id(n) in constants]
+    clone.inputs = [n for n in clone.inputs if id(n) not in value_of]
+    clone.redirect_roots(constants)
+    return clone
+
+
 # ------------------------------------------------------------------------------ attribute values
 
 

@@ -15,22 +15,10 @@ every op to :meth:`Tracer.apply` instead of computing it. The tracer
 Python control flow runs once, at trace time: ``if`` and ``for`` over *shapes* are fine, but code that
 needs a tensor's *values* (``.item()``, ``if loss > 0:``) cannot be traced and says why.
 
-**The call's arguments.** ``build`` may take and return any nesting of tuples, lists and dicts around
-tensors. A plan works on flat lists of arrays, so a call is flattened on the way in and ``build``'s result
-rebuilt on the way out, by the one pair :func:`flatten` / :func:`unflatten`::
-
-    leaves, spec = flatten(((x, y), {"k": 2}))
-    # leaves: [x, y, 2]                              every non-container value, in order
-    # spec:   ("tuple", (("tuple", ("T", "T")), ("dict", (("k", ("V", 2)),))))
-    unflatten(spec, iter([x2, y2]))                  # ((x2, y2), {"k": 2})
-
-The spec is made of tuples only, so it can be hashed (a plan's key, :func:`signature`) and saved with a
-deployed graph. :func:`flatten_call` flattens a graph's call: tensors and NumPy arrays are inputs (their
-shapes and dtypes are in the signature, their values fed on every call); Python ``int`` and ``float``
-numbers are inputs too, ``("N", "float")`` in the spec, so a new value runs the same plan (``build`` sees a
-0-d lazy tensor that stays *weak* as the number is in Eager mode: ``float32 * 0.5`` is float32, and ops on
-such numbers alone give numbers again), except in the arguments declared static; anything else is a value
-of the spec, and a new value compiles a new plan.
+**The call's arguments** may be any nesting of tuples, lists and dicts around tensors; :func:`flatten` and
+:func:`unflatten` turn it into a flat list and back (a plan works on flat lists of arrays), and
+:func:`signature` is what a plan is compiled for. Python ``int`` and ``float`` arguments are inputs too: a
+new value runs the same plan (``build`` sees a 0-d lazy tensor, *weak* as the number is in Eager mode).
 
 :func:`trace_step` traces one whole step: the call's inputs, ``build`` (forward, and the backward ops
 ``loss.backward()`` appends), its outputs, then the optimizer's updates, which the caller records through
@@ -149,8 +137,7 @@ class Tracer:
             node = self.add(Node(name, STATE, tensor.shape, tensor.dtype, tensor.device, state_name=name,
                                  state_kind=kind, requires_grad=tensor.requires_grad))
             self.lazy_of[id(tensor)] = Tensor.lazy(node, requires_grad=tensor.requires_grad)
-            self.keep_alive.append(tensor)
-            self.state_tensors[name] = tensor
+            self.state_tensors[name] = tensor    # (which keeps it alive: its id stays its own)
             self.state_name[id(tensor)] = name
         return self.lazy_of[id(tensor)]
 
@@ -161,14 +148,14 @@ class Tracer:
         if id(x) in self.states:
             return self.add_state(self.states[id(x)].name, self.states[id(x)].kind, x)
         # A "free" eager tensor (made in build() or captured from outside): its value is baked in.
-        scope = self.scopes[-1][0] if self.scopes else ""
-        lazy = self.constant(x.array, x.device, f"{scope}-FreeEagerTensor-{len(self.keep_alive)}".lstrip("-"))
-        self.lazy_of[id(x)] = lazy
+        self.lazy_of[id(x)] = self.constant(x.array, x.device, f"FreeEagerTensor-{len(self.keep_alive)}")
         self.keep_alive.append(x)
-        return lazy
+        return self.lazy_of[id(x)]
 
-    def constant(self, array: Any, device: backend.Device, name: str = "constant") -> Tensor:
+    def constant(self, array: Any, device: backend.Device, name: str = "constant", scoped: bool = True) -> Tensor:
+        """A constant node holding ``array``, named after the current scope (``model.0-constant``)."""
         scope = self.scopes[-1][0] if self.scopes else ""
+        name = f"{scope}-{name}".lstrip("-") if scoped else name
         return Tensor.lazy(self.add(Node(name, CONSTANT, array.shape, backend.dtype_of(array), device, value=array,
                                          phase=self.phase, scope=scope)))
 
@@ -191,11 +178,11 @@ class Tracer:
                                       for a in args], **attrs)
         except ShapeError as error:
             raise ShapeError(f"{error}\n  while tracing nn.Graph {self.graph.name}, at {source}") from None
-        name = f"{scope}-{op.name}-{self.op_count}".lstrip("-")
-        self.op_count += 1
-        node = self.add(Node(name, OP, shape, dtype, attrs["device"] if op.changes_device else self.device or
-                             backend.CPU, op=op, inputs=tuple(a.node if isinstance(a, Tensor) else a for a in args),
-                             attrs=attrs, phase=self.phase, scope=scope, source=source))
+        name, self.op_count = f"{scope}-{op.name}-{self.op_count}".lstrip("-"), self.op_count + 1
+        device = attrs["device"] if op.changes_device else self.device or backend.CPU
+        inputs = [a.node if isinstance(a, Tensor) else a for a in args]
+        node = self.add(Node(name, OP, shape, dtype, device, op=op, inputs=inputs, attrs=attrs, phase=self.phase,
+                             scope=scope, source=source))
         if weak == "all" and not shape:  # computed from number inputs alone: a number too
             self.numbers[id(node)] = True if dtype is backend.bool_ else (1.0 if dtype.is_floating_point else 1)
         result = Tensor.lazy(node)
@@ -218,9 +205,8 @@ class Tracer:
 
     def full_like(self, t: Tensor, value: Any, dtype: Any) -> Tensor:
         """A constant of ``t``'s shape filled with ``value`` (the seed of ``loss.backward()``)."""
-        array = t.device.xp.full(tuple(t.shape), value, dtype=(backend.to_dtype(dtype) if dtype else t.dtype).array_dtype)
-        scope = self.scopes[-1][0] if self.scopes else ""
-        return self.constant(array, t.device, f"{scope}-constant".lstrip("-"))
+        dtype = backend.to_dtype(dtype) if dtype else t.dtype
+        return self.constant(t.device.xp.full(tuple(t.shape), value, dtype=dtype.array_dtype), t.device)
 
     def detach(self, t: Tensor) -> Tensor:
         return Tensor.lazy(t.node)
@@ -252,8 +238,10 @@ class Tracer:
         and broadcasts it."""
         if not isinstance(value, Tensor):
             value = like.device.xp.full(tuple(like.shape), value, dtype=like.dtype.array_dtype)
-            return self.constant(value, like.device)
+            return self.constant(value, like.device, scoped=False)
         value = self.lazy(value)
+        if value.dtype is like.dtype and tuple(value.shape) == tuple(like.shape):
+            return value
         previous, mode.grad_enabled = mode.grad_enabled, False
         try:
             value = value if value.dtype is like.dtype else value.to(like.dtype)
@@ -263,7 +251,7 @@ class Tracer:
 
     def gradients(self) -> dict[str, Tensor]:
         """State name -> lazy gradient, for every state that received one in backward."""
-        return {self.states[id(t)].name: self.lazy_of[id(t)].grad for t in self.keep_alive
+        return {self.states[id(t)].name: self.lazy_of[id(t)].grad for t in self.state_tensors.values()
                 if id(t) in self.states and self.lazy_of[id(t)].grad is not None}
 
     # ----------------------------------------------------------------------- modules and backward
@@ -460,46 +448,26 @@ def graph_inputs(tracer: Tracer, leaves: list, spec: Any) -> list[Tensor]:
     return lazy
 
 
-def bake_numbers(graph: Graph, values: list) -> Graph:
-    """A copy of ``graph`` in which its number inputs are ``values``, as constants: what a deployed graph,
-    called with tensors only, runs (``toynet.save(graph)`` keeps the numbers of the latest call)."""
-    numbers = [n for n in graph.inputs if n.attrs.get("number")]
-    if not numbers:
-        return graph
-    clone = graph.copy()
-    value_of = {id(n): v for n, v in zip([n for n in clone.inputs if n.attrs.get("number")], values)}
-    roots = {id(n) for n in clone.roots()}
-    constants: dict[int, Node] = {}
-    for n in clone.nodes:
-        n.inputs = tuple(value_of.get(id(x), x) if isinstance(x, Node) else x for x in n.inputs)
-        if id(n) in value_of and id(n) in roots:  # an output or a state's new value itself: a constant
-            constants[id(n)] = Node(n.name, CONSTANT, (), n.dtype, n.device,
-                                    value=n.device.xp.asarray(value_of[id(n)], dtype=n.dtype.array_dtype))
-    clone.nodes = [constants.get(id(n), n) for n in clone.nodes if id(n) not in value_of or id(n) in constants]
-    clone.inputs = [n for n in clone.inputs if id(n) not in value_of]
-    clone.redirect_roots(constants)
-    return clone
-
-
 # --------------------------------------------------------------------------------- the user's line
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def user_source(max_frames: int = 1, frame: FrameType | None = None) -> str:
-    """Where the user's code called into toynet (from ``frame``, by default the caller's): the innermost
-    ``max_frames`` frames outside the toynet package, as ``file.py:12 in forward: y = self.fc(x)``."""
+def user_source(frame: FrameType | None = None) -> str:
+    """Where the user's code called into toynet (from ``frame``, by default the caller's): the innermost frame
+    outside the toynet package, as ``file.py:12 in forward: y = self.fc(x)``."""
     frame = frame or sys._getframe(1)
-    found = []
-    while frame is not None and len(found) < max_frames:
-        filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(PACKAGE_DIR + os.sep) and not filename.startswith("<frozen"):
-            # A notebook cell's code lives in a temporary file named by a hash: call it what it is.
-            where = "cell" if "ipykernel_" in filename else os.path.basename(filename)
-            found.append(f"{where}:{frame.f_lineno} in {frame.f_code.co_name}: "
-                         f"{linecache.getline(filename, frame.f_lineno).strip()}")
+    while frame is not None and _inside_toynet(frame.f_code.co_filename):
         frame = frame.f_back
-    return " <- ".join(found)
+    if frame is None:
+        return ""
+    filename = frame.f_code.co_filename   # (a notebook cell's code lives in a temporary file named by a hash)
+    where = "cell" if "ipykernel_" in filename else os.path.basename(filename)
+    return f"{where}:{frame.f_lineno} in {frame.f_code.co_name}: {linecache.getline(filename, frame.f_lineno).strip()}"
+
+
+def _inside_toynet(filename: str) -> bool:
+    return filename.startswith("<frozen") or os.path.abspath(filename).startswith(PACKAGE_DIR + os.sep)
 
 
 __all__ = ["OPS", "StateInfo", "Tracer", "flatten", "flatten_call", "signature", "trace_step", "unflatten",

@@ -46,19 +46,14 @@ def optimize(graph: Graph, disabled: Iterable[str] = (), on_pass: Callable | Non
              checkpoint: tuple[str, ...] = ()) -> tuple[Graph, list[PassReport]]:
     """Run the pipeline, skipping the passes named in ``disabled``; return the result and the reports.
     ``on_pass(event, index, name, graph or report)`` is told as each pass starts and ends."""
-    disabled = set(disabled)
-    unknown = disabled - set(PASSES)
-    if unknown:
-        raise ValueError(f"unknown pass name(s) {sorted(unknown)}; the passes are {', '.join(PASSES)}")
-    reports = []
-    for index, run in enumerate(default_pipeline(amp, tuple(checkpoint))):
-        if run.name in disabled:
-            continue
-        if on_pass is not None:
-            on_pass("start", index, run.name, graph)
+    if set(disabled) - set(PASSES):
+        raise ValueError(f"unknown pass name(s) {sorted(set(disabled) - set(PASSES))}; the passes are "
+                         f"{', '.join(PASSES)}")
+    on_pass, reports = on_pass or (lambda *event: None), []
+    for index, run in enumerate(p for p in default_pipeline(amp, tuple(checkpoint)) if p.name not in disabled):
+        on_pass("start", index, run.name, graph)
         graph, report = run(graph)
         reports.append(report)
-        if on_pass is not None:
-            on_pass("end", index, run.name, report)
+        on_pass("end", index, run.name, report)
     return graph, reports
 

@@ -32,18 +32,14 @@ class FusedElementwise(Op):
     elementwise = True
 
     def forward(self, xp, *inputs, program=(), out=None, scratch=None):
-        """Run the steps; intermediates go to ``scratch`` (if given) or ``out``, the last step to ``out``."""
+        """Run the steps, each writing into one buffer: ``out`` (before the last step ``scratch``, if given), or
+        without it the array the first step made (every step has the same shape). A 0-d result of NumPy is a
+        scalar, which no step could write into: ``asarray`` makes it an array."""
         prev = None
-        last = len(program) - 1
         for index, step in enumerate(program):
-            op = OPS[step["op"]]
-            args = step_args(step, inputs, prev)
-            target = out if (index == last or scratch is None) else scratch
-            if target is None and index > 0:
-                target = prev  # the array step 0 allocated: every step has the same shape, so reuse it
-            prev = op.forward(xp, *args, out=target, **step["attrs"])
-            if target is None:
-                prev = xp.asarray(prev)  # a 0-d result is a NumPy scalar, which the next step cannot write into
+            target = out if index == len(program) - 1 or scratch is None else scratch
+            target = prev if target is None else target
+            prev = xp.asarray(OPS[step["op"]].forward(xp, *step_args(step, inputs, prev), out=target, **step["attrs"]))
         return prev
 
     def infer(self, *inputs, program=()):
@@ -76,15 +72,7 @@ def step_args(step: dict, inputs: Sequence, prev: Any, literal: Callable[[Any], 
     The one reader of the format: the kernel passes arrays, the shape rule shapes, and the compiler
     the names in its generated code (with ``literal`` turning a number into source).
     """
-    args = []
-    for arg in step["args"]:
-        if arg[0] == "prev":
-            args.append(prev)
-        elif arg[0] == "in":
-            args.append(inputs[arg[1]])
-        else:
-            args.append(literal(arg[1]))
-    return args
+    return [prev if arg[0] == "prev" else inputs[arg[1]] if arg[0] == "in" else literal(arg[1]) for arg in step["args"]]
 
 
 def reads_of_input(program: list, k: int) -> list[int]:
@@ -137,23 +125,18 @@ def fuse_elementwise(graph: Graph, report: PassReport) -> Graph:
 
 
 def _fuse(chain: list[Node]) -> Node:
-    """One node that runs ``chain`` (each node reads the previous one) as a program."""
-    inputs: list[Any] = []
-    program = []
-    previous = None
-    for node in chain:
-        args = []
-        for x in node.inputs:
-            if x is previous and previous is not None:
-                args.append(["prev"])
-            elif isinstance(x, Node):
-                if x not in inputs:
-                    inputs.append(x)
-                args.append(["in", inputs.index(x)])
-            else:
-                args.append(["lit", backend.host_scalar(x)])
-        program.append({"op": node.op.name, "args": args, "attrs": dict(node.attrs)})
-        previous = node
+    """One node that runs ``chain`` (each node reads the previous one, its only reader) as a program: its inputs
+    are what the chain reads from outside it, in order."""
+    members = {id(n) for n in chain}   # a member is read by the next one only: as "prev"
+    outside = {id(x): x for n in chain for x in n.input_nodes if id(x) not in members}   # (in order, once each)
+    inputs, index = list(outside.values()), {key: k for k, key in enumerate(outside)}
+
+    def arg(x: Any) -> list:
+        if not isinstance(x, Node):
+            return ["lit", backend.host_scalar(x)]
+        return ["prev"] if id(x) in members else ["in", index[id(x)]]
+
+    program = [{"op": n.op.name, "args": [arg(x) for x in n.inputs], "attrs": dict(n.attrs)} for n in chain]
     tail = chain[-1]
     return Node(tail.name, OP, tail.shape, tail.dtype, tail.device, op=FusedElementwise,
                 inputs=tuple(inputs), attrs={"program": program}, phase=tail.phase, scope=tail.scope,

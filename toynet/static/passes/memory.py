@@ -99,15 +99,13 @@ def plan_memory(graph: Graph, report: PassReport) -> Graph:
         if writes_out(n) and id(n) not in outputs:
             over = next((x for x in dying if _can_write_over(n, x, base_of)), None) if n.op.elementwise else None
             size = aligned(nbytes(n))
-            if over is not None:
-                plan.inplace[n.name] = over.name
+            if over is not None:   # in place: the result takes over the buffer of an input dying here
+                plan.inplace[n.name], slot = over.name, slot_of.pop(id(over))
                 dying.remove(over)
-                slot = slot_of.pop(id(over))
-            elif free.get(size):
+            elif free.get(size):   # a buffer of the same size, given back earlier
                 slot = free[size].pop()
-            else:
-                slot = len(plan.buffers)
-                plan.buffers.append(size)
+            else:                  # a new buffer
+                slot, plan.buffers = len(plan.buffers), plan.buffers + [size]
             slot_of[id(n)] = plan.buffer_of[n.name] = slot
             plan.bytes_without_reuse += size
             last_use[id(n)] = END if id(n) in updated else last_use.get(id(n), i)  # staged: copied in at the end
@@ -122,8 +120,8 @@ def plan_memory(graph: Graph, report: PassReport) -> Graph:
     plan.last_use = {n.name: last_use.get(id(n), -1) for n in ops}
     graph.memory = plan
     report.notes.append(f"{len(plan.buffers)} buffers for {len(plan.buffer_of)} values in "
-                        f"{format_bytes(plan.arena_bytes)}, {len(plan.inplace)} in place, "
-                        f"{len(plan.commits)} state updates staged")
+                        f"{format_bytes(plan.arena_bytes)}, {len(plan.inplace)} in place, {len(plan.commits)} state "
+                        "updates staged")
     return graph
 
 
