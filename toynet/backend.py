@@ -102,8 +102,7 @@ def promote(*items: Any) -> DType:
 
     ``promote(float32, 2.0)`` is float32: a Python number never widens a float32 tensor.
     """
-    return dtype_of_array_dtype(numpy.result_type(
-        *(i.array_dtype if isinstance(i, DType) else i for i in items)))
+    return dtype_of_array_dtype(numpy.result_type(*(i.array_dtype if isinstance(i, DType) else i for i in items)))
 
 
 def dtype_of_array_dtype(array_dtype: Any) -> DType:

@@ -6,6 +6,7 @@ the same error."""
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -137,7 +138,8 @@ def test_reshaped_data_recompiles_and_says_what_does_not_fit(capsys):
     # Not NumPy's gufunc message from inside the plan: the op, both shapes and where.
     assert "does not fit weight of shape (3, 2)" in str(graph_error.value)
     assert str(eager_error.value) in str(graph_error.value) and "while tracing nn.Graph" in str(graph_error.value)
-    assert "model.weight has shape (3, 2), the plan was compiled for (2, 3)" in capsys.readouterr().out
+    assert re.search(r"model.weight has shape \(3, 2\), .*; the plan was compiled for shape \(2, 3\)",
+                     capsys.readouterr().out)
 
 
 def test_a_model_cast_to_float64_recompiles():
@@ -310,12 +312,13 @@ def test_the_guard_check_is_cheap_on_the_hot_path(fast_path):
     graph = Train(model, flow.optim.SGD(model.parameters(), lr=0.1))
     graph(flow.randn(2, 4), flow.randn(2, 4))
     guard = graph._last.guard
-    assert len(guard) > 400
+    assert len(guard) > 300
     # No module setting, registry entry or array fact on the hot path: the stamps stand for them.
     hot = set(guard.hot_terms())
     assert not any(guard.term(c) in hot for c in guard.conditions if c.about in ("module", "graph", "state"))
     assert sum("_arrays[" in term for term in hot) == len(graph._last.plan.state_names)
-    assert len(hot) < len(guard) / 2
+    stamped = sum(c.about in ("module", "graph", "state") for c in guard.conditions)
+    assert stamped > 150 and len(hot) <= len(guard) - stamped + len(graph._last.plan.state_names) + 1
     assert guard.check() and guard._recheck()   # (the full check, which a failed stamp runs)
 
 

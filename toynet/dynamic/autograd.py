@@ -195,12 +195,10 @@ def _seeds(tensors: Sequence[Any], grad_tensors: Any, what: str) -> list[Any]:
     (This module sits below Tensor, so it never names the class: seeds are made by the tensors themselves,
     with ``new_full``/``new_tensor``: same dtype and device, and a lazy tensor's seed is a node in its graph.)"""
     given = grad_tensors if isinstance(grad_tensors, (list, tuple)) else [grad_tensors] * len(tensors)
-    seeds = []
     for i, (t, g) in enumerate(zip(tensors, given)):
         if not _is_tensor(t) or not t.requires_grad or (g is None and t.numel() != 1):
             raise _no_seed(t, i, what)
-        seeds.append(t.new_full(t.shape, 1) if g is None else _given(t, g, what))
-    return seeds
+    return [t.new_full(t.shape, 1) if g is None else _given(t, g, what) for t, g in zip(tensors, given)]
 
 
 def _given(t: Any, g: Any, what: str) -> Any:

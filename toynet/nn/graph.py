@@ -266,8 +266,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
         static = self.config.static_arguments
         leaves, spec = flatten_call(args, kwargs, static, self._build_parameters() if static else ())
         key = (signature(leaves, spec), mode.fast)  # each path (lesson, fast) compiles plans of its own
-        cache = self._compiled
-        compiled, failures = cache.lookup(key)
+        compiled, failures = (cache := self._compiled).lookup(key)
         if compiled is None:
             if failures:
                 self._log(1, f"is compiling a new graph: the plan compiled for these inputs no longer fits, a guard "
@@ -282,17 +281,10 @@ class Graph(GraphStateMixin, GradScalerMixin):
                     warnings.warn(eviction_warning(self._name, cache.limit), RuntimeWarning, stacklevel=3)
         return compiled, compiled.inputs(leaves)
 
-    def _log(self, level: int, message: str) -> None:
-        """A debug message of this graph (printed if ``graph.debug(level)`` or higher asked for it)."""
-        if self._debug.level >= level:
+    def _log(self, level: int, *messages: str) -> None:
+        """Debug messages of this graph (printed if ``graph.debug(level)`` or higher asked for them)."""
+        for message in messages if self._debug.level >= level else ():
             self._debug.log(level, f"{self._debug.tag} {message}")
-
-    def _log_done(self, stage: str, start: float, end_message: str) -> float:
-        """OneFlow's two lines at the end of a stage (``end_message`` and the time it took); returns the time."""
-        now = time.perf_counter()
-        self._log(0, end_message)
-        self._log(0, f"{stage} Done! Cost time: {round(now - start, 2)}s.\n")
-        return now
 
     def _build_parameters(self) -> tuple[str, ...]:
         """The names of build()'s parameters (to find the static arguments among positional ones)."""
@@ -308,8 +300,7 @@ class Graph(GraphStateMixin, GradScalerMixin):
         start, debug, record = time.perf_counter(), self._debug, Record([], {})
         self._log(0, "start building graph.")
         # A training graph's step ends with its optimizers' updates (toynet.nn.graph_train).
-        updates = ((lambda tracer: trace_updates(tracer, self._optimizers, self._train_step_tensor, self._grad_scaler))
-                   if self._optimizers else None)
+        updates = (lambda tracer: trace_updates(tracer, self)) if self._optimizers else None
         fed = [b.lr_tensors for b in self._optimizers]
         build = self.build if self._grad_scaler is None else scaled_build(self)
         watch = debug.watcher(record.stacks) if debug.level >= 1 or debug.op_repr else None
@@ -327,8 +318,9 @@ class Graph(GraphStateMixin, GradScalerMixin):
         record.events.extend(tracer.events)
         if any(a is not b.lr_tensors for a, b in zip(fed, self._optimizers)):
             self._forget_plans()  # remade learning-rate inputs (another device): the other plans read the old
-        compile_start = self._log_done("building graph", start, "end building graph.")
-        self._log(0, "start compiling plan and init graph runtime.")
+        compile_start = time.perf_counter()
+        self._log(0, "end building graph.", f"building graph Done! Cost time: {round(compile_start - start, 2)}s.\n",
+                  "start compiling plan and init graph runtime.")
         try:
             optimized, reports = passes.optimize(traced, self.config.disabled_passes, **compile_options(self),
                                                  on_pass=debug.pass_logger() if debug.level >= 1 else None)
@@ -336,7 +328,8 @@ class Graph(GraphStateMixin, GradScalerMixin):
         except Exception:
             print(f"[ERROR]{debug.tag} building plan got error.")
             raise
-        self._log_done("compiling plan", compile_start, "end compiling plan and init graph rumtime.")
+        self._log(0, "end compiling plan and init graph rumtime.",
+                  f"compiling plan Done! Cost time: {round(time.perf_counter() - compile_start, 2)}s.\n")
         guard = graph_plans.guard_graph(self, traced, tracer.state_tensors, plan.state_names)
         compiled = CompiledGraph(key, traced, optimized, reports, plan, tracer.state_tensors, record,
                                  time.perf_counter() - start, guard)
@@ -352,10 +345,8 @@ class Graph(GraphStateMixin, GradScalerMixin):
         for binding in self._optimizers:
             binding.feed_learning_rates()
         plan = compiled.plan
-        states = [t.array for t in compiled.state_tensors]
-        outputs = plan.run(inputs, states, compiled.commit)
-        tensors = iter([Tensor.wrap(array, plan.device) for array in outputs])
-        return unflatten(compiled.traced.output_structure, tensors)
+        outputs = plan.run(inputs, [t.array for t in compiled.state_tensors], compiled.commit)
+        return unflatten(compiled.traced.output_structure, iter([Tensor.wrap(a, plan.device) for a in outputs]))
 
     def _states_and_paths(self) -> tuple[dict[int, StateInfo], dict[int, str]]:
         """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads), and
@@ -376,5 +367,6 @@ class Graph(GraphStateMixin, GradScalerMixin):
             if old is not None:
                 self._forget_plans()  # they count on the old tensor
             count = [0] if old is None else old.numpy()
-            self.__dict__["_train_step"] = Tensor.wrap(device.xp.asarray(count, dtype=backend.int64.array_dtype), device)
+            count = device.xp.asarray(count, dtype=backend.int64.array_dtype)
+            self.__dict__["_train_step"] = Tensor.wrap(count, device)
         return self._train_step

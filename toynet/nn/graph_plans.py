@@ -244,19 +244,40 @@ class PlanCache:
 # --------------------------------------------------------------------------------------- the guard
 
 
+#: Why a hyper-parameter other than lr is guarded.
+FED = "(only lr is fed in on every call; another hyper-parameter is part of the compiled update rule)"
 #: What each kind of step of a path reads from a value.
-_STEPS = {"key": lambda value, key: value[key], "attr": getattr, "len": len, "call": lambda value, arg: value(arg)}
+_STEPS = {"key": lambda value, key: value[key], "attr": getattr, "len": len, "call": lambda value, arg: value(arg),
+          "of": lambda value, function: function(value)}
 #: Paths used often: a tensor's array, the length of a container.
 ARRAY, LEN = ("attr", "array"), (("len",),)
 #: Types of settings compared by value (``==``); anything else is compared by identity.
 _PLAIN = (bool, int, float, str, type(None))
 
 
+class ArrayFacts(NamedTuple):
+    """What a plan takes for granted about a state tensor: its array's shape and dtype, its device, and whether
+    it requires grad (a parameter that does not gets no update)."""
+
+    shape: tuple
+    dtype: Any
+    device: Any
+    requires_grad: bool
+
+    @classmethod
+    def of(cls, t: Tensor) -> ArrayFacts:
+        return cls(tuple(t.array.shape), t.array.dtype, t.device, t.requires_grad)
+
+    def __str__(self) -> str:
+        return f"shape {self.shape}, dtype {self.dtype}, on {self.device}, requires_grad={self.requires_grad}"
+
+
 class Condition(NamedTuple):
     """One fact a plan took for granted: reading ``path`` from ``root`` gives ``expected``.
 
     A path is a tuple of steps: ``("key", k)`` reads ``value[k]``, ``("attr", name)`` reads ``value.name``,
-    ``("len",)`` reads ``len(value)``, ``("call", arg)`` reads ``value(arg)``. ``same`` is ``"=="`` for plain
+    ``("len",)`` reads ``len(value)``, ``("call", arg)`` reads ``value(arg)``, ``("of", function)`` reads
+    ``function(value)``. ``same`` is ``"=="`` for plain
     data and ``"is"`` for objects. ``about`` says what the fact concerns: ``"module"`` (a module's settings
     and registries), ``"container"`` (how many children a module has: ``del model[0]`` changes that without
     a method of Module), ``"state"`` (a state tensor's array), ``"parameter"``, ``"optimizer"``, ``"graph"``.
@@ -304,11 +325,10 @@ def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor], order: list[
     """The guard of a plan ``graph`` (an nn.Graph) just compiled: the states the plan reads (``traced``: the
     traced graph, which says which are parameters; ``order``: the plan's state names), its modules, its
     optimizers and its settings."""
-    parameters = {n.state_name for n in traced.states if n.state_kind == "parameter"}
-    return Guard(conditions_of(graph, [(name, states[name]) for name in order], parameters))
+    return Guard(conditions_of(graph, [(name, states[name]) for name in order]))
 
 
-def conditions_of(graph: Any, states: list[tuple[str, Tensor]], parameters: set[str]) -> list[Condition]:
+def conditions_of(graph: Any, states: list[tuple[str, Tensor]]) -> list[Condition]:
     """Everything a plan of ``graph`` depends on, as conditions (see the module's docstring)."""
     found: list[Condition] = []
 
@@ -324,12 +344,8 @@ def conditions_of(graph: Any, states: list[tuple[str, Tensor]], parameters: set[
         found.append(Condition(root, path, then, same or ("==" if _plain(then) else "is"), about, why))
 
     compiled_for, compiled_with = "the plan was compiled for {then}", "the plan was compiled with {then}"
-    for name, t in states:
-        require(t, (ARRAY, ("attr", "shape")), "state", f"{name} has shape {{now}}, {compiled_for} (.data replaced)")
-        require(t, (ARRAY, ("attr", "dtype")), "state", f"{name} has dtype {{now}}, {compiled_for}", same="==")
-        require(t, (("attr", "device"),), "state", f"{name} is on {{now}}, {compiled_for}")
-        if name in parameters:
-            require(t, (("attr", "requires_grad"),), "parameter", f"{name}.requires_grad is {{now}}, {compiled_for}")
+    for name, t in states:   # (the generated code is written for these; only parameters with grad get updates)
+        require(t, (("of", ArrayFacts.of),), "state", f"{name} has {{now}}; {compiled_for}", same="==")
 
     for path, module in _modules(graph._modules):
         attributes = module.__dict__
@@ -346,18 +362,16 @@ def conditions_of(graph: Any, states: list[tuple[str, Tensor]], parameters: set[
     for i, binding in enumerate(graph._optimizers):
         opt = binding.optimizer
         label = f"optimizer {i} ({type(opt).__name__})"
-        require(opt, (("attr", "param_groups"), *LEN), "optimizer", f"{label} has {{now}} parameter groups, "
-                + compiled_with)
+        require(opt, (("attr", "param_groups"), *LEN), "optimizer", f"{label} has {{now}} groups, {compiled_with}")
         for k, group in enumerate(opt.param_groups):
             require(opt, (("attr", "param_groups"), ("key", k)), "optimizer", f"{label}'s group {k} was replaced")
             other_parameters = f"{label}'s parameter group {k} has other parameters now"
             require(group, (("key", "params"), *LEN), "optimizer", other_parameters)
             for j in range(len(group["params"])):
                 require(group, (("key", "params"), ("key", j)), "optimizer", other_parameters)
+            changed = f"{compiled_for} {FED}"
             for key in [key for key in group if key not in ("params", "lr")]:
-                require(group, (("key", key),), "optimizer", f"{label}'s {key} is {{now}} in parameter group {k}, "
-                        f"{compiled_for} (only lr is fed in on every call; another hyper-parameter is part of the "
-                        "compiled update rule)")
+                require(group, (("key", key),), "optimizer", f"{label}'s {key} is {{now}} in group {k}, {changed}")
         require(opt, (("attr", "state"),), "optimizer", f"{label}'s state was replaced (load_state_dict)")
         for p, slots in opt.state.items():
             require(opt.state, (("key", p),), "optimizer", f"{label}'s state of a parameter was replaced")
@@ -378,9 +392,7 @@ def _modules(modules: dict[str, Module]) -> Iterator[tuple[str, Module]]:
 
 
 def _plain(value: Any) -> bool:
-    if type(value) in _PLAIN:
-        return True
-    return type(value) is tuple and all(_plain(v) for v in value)
+    return type(value) in _PLAIN or (type(value) is tuple and all(_plain(v) for v in value))
 
 
 def _now(root: Any, path: tuple) -> str:

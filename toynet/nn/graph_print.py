@@ -98,7 +98,8 @@ def _io_entries(record: Record | None) -> dict[str, list[Entry]]:
     found: dict[str, list[Entry]] = {}
     for kind, name, value in record.events if record is not None else ():
         if kind in ("input", "output"):
-            found.setdefault("graph in" if kind == "input" else "graph out", []).append(io_entry(kind.upper(), name, value))
+            where = "graph in" if kind == "input" else "graph out"
+            found.setdefault(where, []).append(io_entry(kind.upper(), name, value))
         else:
             tag = "INPUT" if kind == "enter" else "OUTPUT"
             leaves, _ = flatten(value[1])

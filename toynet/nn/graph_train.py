@@ -76,19 +76,18 @@ def _inputs_text(tracer: Tracer) -> str:
     return ", ".join(f"{n.name} {tuple(n.shape)} {n.dtype.name}" for n in tracer.graph.inputs) or "none"
 
 
-def trace_updates(tracer: Tracer, bindings: list[OptimizerBinding], train_step: Callable,
-                  scaler: Any = None) -> None:
-    """Record one step's updates: the step counter's, then each optimizer's update of each parameter
-    that received a gradient. ``train_step(device)`` is the graph's step counter tensor. With a grad
-    ``scaler`` the gradients are unscaled first, and a step with an inf/NaN gradient keeps every state."""
-    device = tracer.device or backend.CPU
+def trace_updates(tracer: Tracer, graph: Any) -> None:
+    """Record one step of ``graph`` (an nn.Graph)'s updates: the step counter's, then each of its optimizers'
+    update of each parameter that received a gradient. With a grad scaler the gradients are unscaled first,
+    and a step with an inf/NaN gradient keeps every state."""
+    device, bindings, scaler = tracer.device or backend.CPU, graph._optimizers, graph._grad_scaler
     grads = tracer.gradients()
     keep = lambda new, old: new  # noqa: E731  (with loss scaling: the old value if a gradient overflowed)
     if scaler is not None:
         grads, keep = unscale_and_check(tracer, scaler, grads)
     names = {id(info.tensor): info.name for info in tracer.states.values() if info.kind == "parameter"}
     with tracer.scope(TRAIN_STEP, source="step counter"):
-        tracer.update(TRAIN_STEP, tracer.add_state(TRAIN_STEP, "system", train_step(device)) + 1)
+        tracer.update(TRAIN_STEP, tracer.add_state(TRAIN_STEP, "system", graph._train_step_tensor(device)) + 1)
     for i, binding in enumerate(bindings):
         optimizer = binding.optimizer
         for g, (group, lr_tensor) in enumerate(zip(optimizer.param_groups, binding.lr_tensors_on(device))):

@@ -272,6 +272,10 @@ class Tracer:
         if self.watch is not None:
             self.watch(kind, name, value)
 
+    def _vjp_of(self, fn: GradFn) -> None:
+        """Backward is about to run ``fn``'s vjp: its ops join the module of the forward op it differentiates."""
+        self.grad_of = self.node_of_fn.get(fn)
+
     def backward(self, roots: list[Tensor], root_grads: list[Tensor], retain_graph: Any, create_graph: bool) -> None:
         """``loss.backward()`` inside build: run the autograd engine on lazy tensors (symbolic autodiff)."""
         if not self.allow_backward:
@@ -289,8 +293,7 @@ class Tracer:
         if self.loss_scale is not None:
             root_grads = [g * self.loss_scale for g in root_grads]
         try:
-            autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False,
-                                  on_vjp=lambda fn: setattr(self, "grad_of", self.node_of_fn.get(fn)))
+            autograd.run_backward(roots, root_grads, retain_graph=False, create_graph=False, on_vjp=self._vjp_of)
         finally:
             self.phase, self.grad_of = previous, None
 

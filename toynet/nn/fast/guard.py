@@ -78,6 +78,8 @@ class CompiledGuard:
                 source = f"{source}.{step[1]}"
             elif step[0] == "len":
                 source = f"len({source})"
+            elif step[0] == "of":
+                source = f"{self.name(step[1])}({source})"
             else:
                 source = f"{source}({self.name(step[1])})"
         expected = self.name(c.expected)
@@ -125,5 +127,4 @@ def _function(name: str, terms: list[str], otherwise: str) -> list[str]:
 @fast_replacement(graph_plans, "guard_graph")
 def guard_graph(graph: Any, traced: Any, states: dict[str, Tensor], order: list[str]) -> CompiledGuard:
     """The lesson's conditions for this plan, compiled."""
-    parameters = {n.state_name for n in traced.states if n.state_kind == "parameter"}
-    return CompiledGuard(conditions_of(graph, [(name, states[name]) for name in order], parameters))
+    return CompiledGuard(conditions_of(graph, [(name, states[name]) for name in order]))

@@ -17,6 +17,7 @@ It is plain data, so a fused graph saves to JSON like any other. :func:`_fuse` w
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from ... import backend
@@ -81,8 +82,7 @@ def reads_of_input(program: list, k: int) -> list[int]:
 
 
 def _fusable(node: Node) -> bool:
-    return (node.kind == OP and node.op.elementwise and node.op is not FusedElementwise
-            and node.dtype.is_floating_point)
+    return node.kind == OP and node.op.elementwise and node.op is not FusedElementwise and node.dtype.is_floating_point
 
 
 def _chains(graph: Graph) -> dict[int, list[Node]]:
@@ -137,7 +137,4 @@ def _fuse(chain: list[Node]) -> Node:
         return ["prev"] if id(x) in members else ["in", index[id(x)]]
 
     program = [{"op": n.op.name, "args": [arg(x) for x in n.inputs], "attrs": dict(n.attrs)} for n in chain]
-    tail = chain[-1]
-    return Node(tail.name, OP, tail.shape, tail.dtype, tail.device, op=FusedElementwise,
-                inputs=tuple(inputs), attrs={"program": program}, phase=tail.phase, scope=tail.scope,
-                source=tail.source)
+    return replace(chain[-1], op=FusedElementwise, inputs=tuple(inputs), attrs={"program": program}, kernel="")

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..ir import CONSTANT, INPUT, OP, STATE, Graph, Node, PassReport, graph_pass
@@ -49,8 +50,7 @@ def fold_constants(graph: Graph, report: PassReport) -> Graph:
         args = [x.value if isinstance(x, Node) else x for x in node.inputs]
         value = node.device.xp.asarray(node.op.forward(node.device.xp, *args, **node.attrs))
         report.folded.append(node.name)
-        return Node(node.name, CONSTANT, node.shape, node.dtype, node.device, value=value, phase=node.phase,
-                    scope=node.scope, source=node.source)
+        return replace(node, kind=CONSTANT, op=None, inputs=(), attrs={}, value=value, kernel="")
     graph.rewrite(fold)
     return graph
 
