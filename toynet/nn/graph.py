@@ -351,13 +351,13 @@ class Graph(GraphStateMixin, GradScalerMixin):
     def _states_and_paths(self) -> tuple[dict[int, StateInfo], dict[int, str]]:
         """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads), and
         id -> path (``model.features.0``) of every module, to name the ops traced inside it."""
-        states: dict[int, StateInfo] = {}
-        paths: dict[int, str] = {}
+        states, paths = {}, {}   # id -> StateInfo, id -> path
         for name, module in self._modules.items():
             for path, m in module.named_modules(prefix=name):
                 paths.setdefault(id(m), path)
-            for kind, named in (("parameter", module.named_parameters), ("buffer", module.named_buffers)):
-                states.update({id(t): StateInfo(n, kind, t) for n, t in named(prefix=name) if id(t) not in states})
+                for kind, registry in (("parameter", m._parameters), ("buffer", m._buffers)):
+                    states.update({id(t): StateInfo(f"{path}.{key}", kind, t) for key, t in registry.items()
+                                   if t is not None and id(t) not in states})
         return states, paths
 
     def _train_step_tensor(self, device: backend.Device) -> Tensor:
@@ -366,7 +366,6 @@ class Graph(GraphStateMixin, GradScalerMixin):
         if old is None or old.device != device:
             if old is not None:
                 self._forget_plans()  # they count on the old tensor
-            count = [0] if old is None else old.numpy()
-            count = device.xp.asarray(count, dtype=backend.int64.array_dtype)
+            count = device.xp.asarray([0] if old is None else old.numpy(), dtype=backend.int64.array_dtype)
             self.__dict__["_train_step"] = Tensor.wrap(count, device)
         return self._train_step

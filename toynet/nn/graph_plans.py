@@ -359,8 +359,7 @@ def conditions_of(graph: Any, states: list[tuple[str, Tensor]]) -> list[Conditio
                 require(attributes[registry], (("key", key),), "module", f"{path}.{key} is {{now}}, not the {kind} "
                         "the plan was compiled with (it was replaced: the plan would keep using the old one)")
 
-    for i, binding in enumerate(graph._optimizers):
-        opt = binding.optimizer
+    for i, opt in enumerate(binding.optimizer for binding in graph._optimizers):
         label = f"optimizer {i} ({type(opt).__name__})"
         require(opt, (("attr", "param_groups"), *LEN), "optimizer", f"{label} has {{now}} groups, {compiled_with}")
         for k, group in enumerate(opt.param_groups):

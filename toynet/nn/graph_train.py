@@ -45,8 +45,7 @@ class OptimizerBinding:
         every plan compiled for the graph reads the same tensors, so feeding them once feeds all."""
         groups = self.optimizer.param_groups
         if len(self.lr_tensors) != len(groups) or (self.lr_tensors and self.lr_tensors[0].device != device):
-            self.lr_tensors = [Tensor.wrap(device.xp.asarray(float(g["lr"]), dtype=backend.float32.array_dtype), device)
-                               for g in groups]
+            self.lr_tensors = [Tensor.wrap(device.xp.array(float(g["lr"]), device.xp.float32), device) for g in groups]
         return self.lr_tensors
 
     def feed_learning_rates(self) -> None:

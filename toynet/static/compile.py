@@ -67,8 +67,7 @@ class Plan:
         self.numbers = _number_nodes(graph)       # ids of the values that are Python numbers at run time
         self.buffers = self.allocate_buffers()    # node name -> the name of its buffer
         body = self.reads() + self.op_lines() + self.commits() + [f"    return {_tuple(self.outputs())}"]
-        lines = [HEADER.replace("{name}", as_comment(graph.name)), "def run(inputs, states, commit=commit_all):"]
-        self.source = "\n".join(lines + body) + "\n"
+        self.source = "\n".join([HEADER.replace("{name}", as_comment(graph.name))] + body) + "\n"
         exec(compile(self.source, f"<toynet plan {graph.name}>", "exec"), self.namespace)  # noqa: S102
         self.run = self.namespace["run"]
 
@@ -166,8 +165,7 @@ class Plan:
             key = (slot, tuple(n.shape), n.dtype.name)
             if key not in views:
                 views[key] = f"b{slot}" if not any(k[0] == slot for k in views) else f"b{slot}_{len(views)}"
-                start = memory.offsets[slot]
-                view = arena[start:start + n.dtype.itemsize * math.prod(n.shape)].view(n.dtype.array_dtype)
+                view = arena[memory.offsets[slot]:][:n.dtype.itemsize * math.prod(n.shape)].view(n.dtype.array_dtype)
                 self.namespace[views[key]] = view.reshape(n.shape)
             names[n.name] = views[key]
         return names
@@ -184,7 +182,8 @@ HEADER = """\
 #   c0...     constants: values fixed when compiling (folded, or eager tensors build() read)
 #   lit0...   numbers made once (what Python source cannot spell: inf, nan)
 #   b0...     the buffers of the memory plan: allocated once, reused by every call
-#   v0...     the value of op 0, 1...; `del` drops one not in a buffer after its last reader"""
+#   v0...     the value of op 0, 1...; `del` drops one not in a buffer after its last reader
+def run(inputs, states, commit=commit_all):"""
 
 
 def compile_graph(graph: Graph) -> Plan:

@@ -382,10 +382,8 @@ def unflatten(spec: Any, tensors: Iterator[Tensor]) -> Any:
     """The nesting :func:`flatten` described, with the next of ``tensors`` in each tensor's (or number's)
     place. (A spec read back from a graph saved by an older toynet may hold lists where this one has tuples.)"""
     kind = spec[0]
-    if kind in ("T", "N"):
-        return next(tensors)
-    if kind == "V":
-        return spec[1]
+    if kind in ("T", "N", "V"):   # a leaf: a tensor's (or number's) place, or a value kept in the spec
+        return spec[1] if kind == "V" else next(tensors)
     if kind == "dict":
         return {k: unflatten(s, tensors) for k, s in spec[1]}
     items = [unflatten(s, tensors) for s in spec[1]]
@@ -437,12 +435,10 @@ def graph_inputs(tracer: Tracer, leaves: list, spec: Any) -> list[Tensor]:
     """While tracing a call, a graph input ``_<graph>-input_<i>`` for each tensor of the call and each number
     the spec makes an input, in order. Other values reach ``build`` as they are; those that are not plain
     numbers, strings or None are numbered too, and recorded as inputs (OneFlow warns of them)."""
-    lazy, index = [], 0
-    for value, kind in zip(leaves, leaf_kinds(spec)):
-        if kind[0] == "V" and (value is None or isinstance(value, (int, float, str, bool))):
-            continue
+    lazy, plain = [], (type(None), int, float, str, bool)
+    named = [(v, kind) for v, kind in zip(leaves, leaf_kinds(spec)) if kind[0] != "V" or not isinstance(v, plain)]
+    for index, (value, kind) in enumerate(named):
         name = f"_{tracer.graph.name}-input_{index}"
-        index += 1
         if isinstance(value, Tensor) and value.is_lazy:
             raise RuntimeError("a lazy tensor was passed into an nn.Graph call; graphs cannot be nested")
         if kind[0] != "V":

@@ -96,9 +96,8 @@ def _chains(graph: Graph) -> dict[int, list[Node]]:
         if not _fusable(node):
             continue
         for producer in dict.fromkeys(node.input_nodes):  # unique, in order
-            if (_fusable(producer) and producer.shape == node.shape and producer.dtype == node.dtype
-                    and id(producer) not in roots
-                    and all(u is node for u in users[id(producer)])):
+            if (_fusable(producer) and (producer.shape, producer.dtype) == (node.shape, node.dtype)
+                    and id(producer) not in roots and all(u is node for u in users[id(producer)])):
                 chain = chain_of.pop(id(producer), [producer])
                 chain_of[id(node)] = chain + [node]
                 break

@@ -84,8 +84,7 @@ def plan_memory(graph: Graph, report: PassReport) -> Graph:
     last_use: dict[int, int] = {}
     base_of: dict[int, Node] = {}        # id(view) -> the value whose memory it shows
     for i, n in enumerate(ops):
-        for x in n.input_nodes:
-            last_use[id(base_of.get(id(x), x))] = i
+        last_use.update({id(base_of.get(id(x), x)): i for x in n.input_nodes})
         if n.op.may_alias_input and n.input_nodes and not (writes_out(n) and id(n) not in outputs | updated):
             base_of[id(n)] = base_of.get(id(n.inputs[0]), n.inputs[0])
     for n in graph.roots():
@@ -119,9 +118,9 @@ def plan_memory(graph: Graph, report: PassReport) -> Graph:
     plan.copy_outputs = {n.name for n in graph.outputs if n.kind != OP or id(n) in base_of}
     plan.last_use = {n.name: last_use.get(id(n), -1) for n in ops}
     graph.memory = plan
-    report.notes.append(f"{len(plan.buffers)} buffers for {len(plan.buffer_of)} values in "
-                        f"{format_bytes(plan.arena_bytes)}, {len(plan.inplace)} in place, {len(plan.commits)} state "
-                        "updates staged")
+    values, arena = len(plan.buffer_of), format_bytes(plan.arena_bytes)
+    report.notes.append(f"{len(plan.buffers)} buffers for {values} values in {arena}, {len(plan.inplace)} in place, "
+                        f"{len(plan.commits)} state updates staged")
     return graph
 
 

@@ -61,10 +61,8 @@ def eliminate_common_subexpressions(graph: Graph, report: PassReport) -> Graph:
     seen: dict[Any, Node] = {}
 
     def merge(node: Node) -> Node:
-        key = _key(node)
-        if key is None:
-            return node
-        first = seen.setdefault(key, node)
+        key = _key(node)    # (None: a node that is never merged)
+        first = node if key is None else seen.setdefault(key, node)
         if first is not node:
             report.merged[node.name] = first.name
         return first
