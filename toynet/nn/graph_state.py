@@ -20,7 +20,7 @@ from ..dynamic.tensor import Tensor
 from ..utils.interrupts import defer_interrupts
 from ..utils.loading import prepared
 from .graph_train import TRAIN_STEP
-from .module import commit_writes
+from .module_state import commit_writes
 
 _OPTIMIZER = "System-Train-Optimizer-"
 _SCHEDULER = "System-Train-LRScheduler-"

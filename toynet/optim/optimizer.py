@@ -20,8 +20,7 @@ the parameter object; each value is a dict of tensors ("slots") that :meth:`Opti
 :meth:`Optimizer.step` first computes *every* update and only then writes any of them, so an error part
 way (a gradient of the wrong shape, a device mismatch) leaves all parameters and all state as they were;
 the writes themselves are one call of C code (:func:`commit`), so a Ctrl-C lands before or after them,
-never between two. :meth:`Optimizer.load_state_dict` works the same way: check
-everything, then write.
+never between two. Saving and loading the state (``state_dict``) is :mod:`toynet.optim.optimizer_state`.
 """
 
 from __future__ import annotations
@@ -33,16 +32,15 @@ import collections
 import itertools
 import operator
 
-from .. import backend, mode
+from .. import mode
 from ..dynamic import autograd
 from ..dynamic.creation import zeros_like
 from ..dynamic.tensor import Tensor
-from ..utils.interrupts import defer_interrupts
-from ..utils.loading import ShapeMismatch, prepared
 from . import hyper as checks
+from .optimizer_state import OptimizerState
 
 
-class Optimizer:
+class Optimizer(OptimizerState):
     """Base class of toynet's optimizers (:class:`~toynet.optim.SGD`, :class:`~toynet.optim.Adam`).
 
     ``params`` is an iterable of parameters, or of dicts (*parameter groups*) such as
@@ -171,131 +169,6 @@ class Optimizer:
         state = self.state[p] if p in self.state else self.init_state(p)
         return (p, *self.update(p, p.grad, state, group, group["lr"]))
 
-    # ----------------------------------------------------------------------------- state dict
-
-    def state_dict(self) -> dict:
-        """PyTorch's format: ``{"state": {index: {slot: tensor}}, "param_groups": [{..., "params": [index]}]}``.
-
-        Parameters are numbered in order across groups; the tensors are the state itself (not copies),
-        which is safe because updates replace state tensors instead of writing into them.
-        """
-        index_of: dict[int, int] = {}
-        groups = []
-        for group in self.param_groups:
-            indices = []
-            for p in group["params"]:
-                index_of.setdefault(id(p), len(index_of))
-                indices.append(index_of[id(p)])
-            groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": indices})
-        state = {index_of[id(p)]: dict(slots) for p, slots in self.state.items()
-                 if slots and id(p) in index_of}
-        return {"state": state, "param_groups": groups}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Restore hyper-parameters and state saved by :meth:`state_dict`.
-
-        Everything is checked first (group count and sizes, parameter indices, hyper-parameters with the
-        checks of the constructor, slot names, shapes and values, for the settings being loaded); if
-        anything is wrong, an error says what, and the optimizer is left unchanged. Then all is written at
-        once. A parameter's slot tensors keep their identity (a compiled ``nn.Graph`` reads them).
-        """
-        if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
-            raise ValueError("an optimizer state dict is a dict with exactly the keys 'state' and "
-                             f"'param_groups'; got {_describe(state_dict)}")
-        saved_groups = state_dict["param_groups"]
-        if not isinstance(saved_groups, (list, tuple)) or len(saved_groups) != len(self.param_groups):
-            count = len(saved_groups) if isinstance(saved_groups, (list, tuple)) else _describe(saved_groups)
-            raise ValueError(f"loaded state dict has {count} parameter groups, this optimizer has "
-                             f"{len(self.param_groups)}")
-        param_of: dict[int, Tensor] = {}
-        group_of: dict[int, dict] = {}
-        new_groups = []
-        for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
-            indices = saved.get("params") if isinstance(saved, dict) else None
-            if not isinstance(indices, (list, tuple)) or len(indices) != len(group["params"]):
-                raise ValueError(f"loaded state dict's parameter group {i} has "
-                                 f"{len(indices) if isinstance(indices, (list, tuple)) else 'no'} parameters, "
-                                 f"this optimizer's group {i} has {len(group['params'])}")
-            new_group = self.checked_group(i, saved)
-            for index, p in zip(indices, group["params"]):
-                index = _index(index)
-                if index is None or index in param_of:
-                    raise ValueError(f"loaded state dict's parameter group {i} lists "
-                                     f"{checks.short_repr(index)}: parameters are numbered 0, 1, 2... once each")
-                param_of[index], group_of[index] = p, new_group
-            new_groups.append(new_group)
-
-        saved_state = state_dict["state"]
-        if not isinstance(saved_state, dict):
-            raise TypeError(f"the 'state' entry must be a dict, got {_describe(saved_state)}")
-        new_state: dict[Tensor, dict] = {}
-        for key, slots in saved_state.items():
-            index = _index(key)
-            if index not in param_of:
-                raise ValueError(f"loaded state dict has state for parameter {checks.short_repr(key)}, which "
-                                 "none of its parameter groups lists")
-            new_state[param_of[index]] = self.checked_slots(key, param_of[index], group_of[index], slots)
-
-        with defer_interrupts():  # commit: nothing below can fail
-            for group, new_group in zip(self.param_groups, new_groups):
-                group.clear()
-                group.update(new_group)
-            self.state = {p: self.adopt_slots(p, slots) for p, slots in new_state.items()}
-
-    def checked_group(self, i: int, saved: Any) -> dict:
-        """Group ``i`` as it would be after loading ``saved`` (its saved hyper-parameters over the current
-        ones, params kept), checked as the constructor checks; ``ValueError`` if it cannot be loaded."""
-        if not isinstance(saved, dict):
-            raise ValueError(f"loaded parameter group {i} should be a dict, got {_describe(saved)}")
-        group = self.param_groups[i]
-        try:
-            for key, value in saved.items():
-                checks.check_extra(key, value, known=set(self.defaults) | set(checks.SCHEDULER_KEYS))
-            new_group = {**group, **{k: v for k, v in saved.items() if k != "params"}, "params": group["params"]}
-            self._validate(new_group)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"loaded parameter group {i}: {error}") from error
-        return new_group
-
-    def checked_slots(self, key: Any, param: Tensor, group: dict, slots: Any) -> dict[str, Tensor]:
-        """The saved slots of one parameter, checked against fresh ones for ``group``'s settings, as new
-        tensors of the slots' dtypes on the parameter's device (``ValueError``/``TypeError`` if wrong)."""
-        expected = self.init_state(param, group)
-        required = set(expected) - set(self.optional_slots)
-        if not isinstance(slots, dict) or not required <= set(slots) <= set(expected):
-            got = sorted(map(str, slots)) if isinstance(slots, dict) else _describe(slots)
-            raise ValueError(f"state of parameter {key}: expected slots {sorted(expected)}, got {got} "
-                             f"(was it saved by a {type(self).__name__} with the same settings?)")
-        return {name: self.checked_slot(f"state of parameter {key}: slot {name!r}", name, fresh, slots[name])
-                for name, fresh in expected.items() if name in slots}
-
-    def checked_slot(self, where: str, name: str, fresh: Tensor, value: Any) -> Tensor:
-        """One loaded slot value (a tensor or an array), checked against the ``fresh`` slot, as a new
-        tensor like it."""
-        try:
-            ready = prepared(value, fresh.shape, fresh.dtype, fresh.device)
-            problem = self.check_slot(name, ready.numpy())
-        except ShapeMismatch as error:
-            raise ValueError(f"{where} has shape {error.got}, the parameter needs {error.expected}") from None
-        except (TypeError, ValueError) as error:
-            raise (TypeError if isinstance(error, TypeError) else ValueError)(f"{where} {error}") from None
-        if problem:
-            raise ValueError(f"{where} {problem}")
-        if ready.array is value or ready.array is getattr(value, "array", None) or not backend.owns_memory(ready.array):
-            ready = Tensor.wrap(ready.array.copy(), ready.device)  # the state must not share the caller's array
-        return ready
-
-    def adopt_slots(self, param: Tensor, slots: dict[str, Tensor]) -> dict[str, Tensor]:
-        """``slots`` (checked, owned tensors) as ``param``'s new state, reusing the tensor objects of the
-        slots it already has (they take the new arrays). Cannot fail: loads call it while committing."""
-        old = self.state.get(param) or {}
-        for name, value in slots.items():
-            tensor = old.get(name)
-            if tensor is not None and tensor.device == value.device and tensor.dtype is value.dtype:
-                tensor.array = value.array
-                slots[name] = tensor
-        return slots
-
     # ----------------------------------------------------------------------------- printing
 
     def __repr__(self) -> str:
@@ -332,19 +205,3 @@ def _check_grad(param: Tensor, grad: Any) -> None:
     if grad.device != param.device:
         raise ValueError(f"a parameter on {param.device} has its gradient on {grad.device}; move the "
                          f"gradient (or the parameter) so both are on the same device")
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, dict):
-        return checks.short_repr(f"a dict with keys {sorted(map(str, value))}", 200)
-    return f"a {type(value).__name__}"
-
-
-def _index(key: Any) -> int | None:
-    """A parameter's number in a state dict: an int, or its decimal string (formats that only have string
-    keys); None for anything else."""
-    if isinstance(key, int) and not isinstance(key, bool) and key >= 0:
-        return key
-    if isinstance(key, str) and key.isdigit() and key.isascii() and str(int(key)) == key:
-        return int(key)
-    return None

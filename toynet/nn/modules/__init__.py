@@ -1,9 +1,8 @@
-"""The layers: the one-function layers (:mod:`.layers`), containers, and one file per family of the rest."""
+"""The layers: the plain layers and Sequential (:mod:`.layers`), the activations, the containers, and one file per family of the rest."""
 
-from .layers import (  # noqa: F401
-    CrossEntropyLoss, Dropout, Flatten, Identity, Linear, LogSoftmax, ModuleDict, ModuleList, MSELoss, ReLU, ReLU6,
-    Sequential, Sigmoid, Softmax, Tanh,
-)
+from .layers import CrossEntropyLoss, Flatten, Linear, MSELoss, Sequential  # noqa: F401
+from .activation import Dropout, Identity, LogSoftmax, ReLU, ReLU6, Sigmoid, Softmax, Tanh  # noqa: F401
+from .containers import ModuleDict, ModuleList  # noqa: F401
 
 from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from .conv import Conv2d  # noqa: F401

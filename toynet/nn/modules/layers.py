@@ -1,15 +1,16 @@
-"""The layers that are one function each, and the containers that chain layers.
+"""The layers of a plain fully connected network, and the container that chains them.
 
-``Linear`` and ``Flatten``, the losses, the activations and ``Dropout`` are each a thin module around
-:mod:`toynet.nn.functional` (or a tensor method), whose ``forward`` calls it with the layer's settings; the
-maths is there and in the op table. ``Sequential``, ``ModuleList`` and ``ModuleDict`` hold other modules.
+``Linear``, ``Flatten`` and the losses are each a thin module around :mod:`toynet.nn.functional` (or a
+tensor method), whose ``forward`` calls it with the layer's settings; the maths is there and in the op
+table. ``Sequential`` calls its children one after the other. The activations and ``Dropout`` are in
+:mod:`.activation`, ``ModuleList`` and ``ModuleDict`` in :mod:`.containers`.
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from ... import backend
 from ...dynamic.creation import zeros
@@ -99,86 +100,6 @@ class CrossEntropyLoss(_Loss):
         return F.cross_entropy(logits, target, reduction=self.reduction, ignore_index=self.ignore_index)
 
 
-# -------------------------------------------------------------------------------------- activations
-
-
-class ReLU(Module):
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-        self.inplace = inplace  # accepted for PyTorch compatibility; toynet never overwrites inputs
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.relu()
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
-
-
-class ReLU6(ReLU):
-    def forward(self, x: Tensor) -> Tensor:
-        return x.relu6()
-
-
-class Sigmoid(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return x.sigmoid()
-
-
-class Tanh(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return x.tanh()
-
-
-class Identity(Module):
-    def __init__(self, *args, **kwargs):
-        super().__init__()
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x
-
-
-class Softmax(Module):
-    def __init__(self, dim: int = -1):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.softmax(self.dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
-
-
-class LogSoftmax(Softmax):
-    def forward(self, x: Tensor) -> Tensor:
-        return x.log_softmax(self.dim)
-
-
-# ------------------------------------------------------------------------------------------ dropout
-
-
-class Dropout(Module):
-    """Each element is zeroed with probability ``p`` and the survivors are multiplied by ``1 / (1 - p)``,
-    so the expected output equals the input; in eval mode (``model.eval()``) the layer is the identity.
-
-    Masks come from toynet's random generator: ``toynet.manual_seed`` makes them reproducible.
-    ``inplace`` is accepted for PyTorch compatibility; toynet never overwrites its input.
-    """
-
-    def __init__(self, p: float = 0.5, inplace: bool = False):
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-        self.inplace = inplace
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
-
-
 # ------------------------------------------------------------------------------------------ containers
 
 
@@ -223,75 +144,6 @@ class Sequential(Module):
     def append(self, module: Module) -> "Sequential":
         self.add_module(str(len(self)), module)
         return self
-
-
-class ModuleList(Module):
-    """A list of modules that registers them (so their parameters are found)."""
-
-    def __init__(self, modules: Iterable[Module] | None = None):
-        super().__init__()
-        for m in modules or ():
-            self.append(m)
-
-    def append(self, module: Module) -> "ModuleList":
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> "ModuleList":
-        for m in modules:
-            self.append(m)
-        return self
-
-    def __getitem__(self, index: Any) -> Any:
-        values = list(self._modules.values())
-        return ModuleList(values[index]) if isinstance(index, slice) else values[index]
-
-    def __setitem__(self, index: int, module: Module) -> None:
-        self.add_module(list(self._modules)[index], module)
-
-    def __delitem__(self, index: Any) -> None:
-        _delete_and_renumber(self, index)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-
-class ModuleDict(Module):
-    """A dict of modules that registers them."""
-
-    def __init__(self, modules: Any = None):
-        """``modules``: a dict, or an iterable of ``(name, module)`` pairs."""
-        super().__init__()
-        pairs = modules.items() if isinstance(modules, dict) else (modules or ())
-        for name, m in pairs:
-            self.add_module(name, m)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._modules
-
-    def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
-
-    def __setitem__(self, key: str, module: Module) -> None:
-        self.add_module(key, module)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._modules)
-
-    def keys(self):
-        return self._modules.keys()
-
-    def items(self):
-        return self._modules.items()
-
-    def values(self):
-        return self._modules.values()
 
 
 def _delete_and_renumber(container: Module, index: Any) -> None:
