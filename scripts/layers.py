@@ -30,10 +30,8 @@ FLOORS: list[tuple[str, tuple[str, ...], str]] = [
     ("mode", ("toynet.mode",), "grad mode, the active tracer, observers"),
     ("backend", ("toynet.backend",), "NumPy / CuPy: devices, dtypes, transfers, random numbers"),
     ("ops", ("toynet.ops", "toynet.dynamic.printing"), "every op once: forward, vjp, shape rule; printing arrays"),
-    ("autograd", ("toynet.dynamic.autograd", "toynet.dynamic.versions"), "reverse-mode differentiation of recorded ops"),
-    ("tensor", ("toynet.dynamic.tensor", "toynet.dynamic.tensor_methods", "toynet.dynamic.tensor_maths", "toynet.dynamic.tensor_shapes",
-                "toynet.dynamic.size", "toynet.dynamic.creation", "toynet.dynamic.functional", "toynet.dynamic",
-                "toynet.serialization"),
+    ("autograd", ("toynet.dynamic.autograd",), "reverse-mode differentiation of recorded ops, version counters"),
+    ("tensor", ("toynet.dynamic", "toynet.serialization"),
      "Tensor and apply(): Eager mode"),
     ("static", ("toynet.static",), "Graph mode: IR, tracer, passes, compiler"),
     ("nn / optim", ("toynet.nn", "toynet.optim", "toynet.utils", "toynet.dynamic.amp"), "modules, nn.Graph, optimizers, data"),
@@ -44,7 +42,10 @@ FLOORS: list[tuple[str, tuple[str, ...], str]] = [
 ]
 #: Modules that stand apart: they import nothing of the framework and nothing imports them.
 APART = ("toynet.toy",)
-MAX_LINES = 400
+#: A module a reader takes in at one sitting. (Issue 19 budgets the engines, not the files: one whole file
+#: beats a file split only to stay under a line count, so the cap is a guard against giant files, not a
+#: target; scripts/lesson_path.py measures what one training step makes a learner read.)
+MAX_LINES = 500
 
 
 @dataclass

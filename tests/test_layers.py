@@ -45,7 +45,7 @@ def test_no_circles(house):
     assert house.circles() == []
 
 
-def test_no_module_over_400_lines(layers, house):
+def test_no_module_over_the_line_cap(layers, house):
     assert house.long_modules() == [], f"split modules over {layers.MAX_LINES} lines"
 
 
