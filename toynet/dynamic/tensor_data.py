@@ -21,7 +21,7 @@ from .. import backend, mode
 from ..backend import Device, DType
 from ..ops import OPS, ShapeError
 from ..ops import _op as op_base
-from ..ops.shape import TENSOR_INDEX, split_index
+from ..ops.select import TENSOR_INDEX, split_index
 from .tensor import Tensor, apply
 from .tensor_methods import _is_dtype_name, attach
 

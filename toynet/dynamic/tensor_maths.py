@@ -1,5 +1,6 @@
-"""Elementwise maths and activations as tensor methods (``x.exp()``, ``x.relu()``, ``x.clamp(0, 1)``), and the
-less common ones also as functions (``toynet.sin(x)``; the common ones are in :mod:`toynet.dynamic.functional`).
+"""Elementwise maths and activations as tensor methods (``x.exp()``, ``x.relu()``, ``x.clamp(0, 1)``), the
+comparisons, the operators by name (``x.add(y)``), the reductions beyond sum and mean, and the less common maths
+also as functions (``toynet.sin(x)``; the common ones are in :mod:`toynet.dynamic.functional`).
 
 Each one only calls the op of the same name in the table (:mod:`toynet.ops.maths`, :mod:`toynet.ops.piecewise`,
 :mod:`toynet.ops.trigonometry`...), where its forward and gradient rules are. The methods are attached to
@@ -11,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops import OPS
+from ..ops import _op as op_base
 from .tensor import Tensor, apply
-from .tensor_methods import attach
+from .tensor_methods import _reduced_dims, attach
 
 
 class TensorMaths:
@@ -136,7 +138,125 @@ class TensorMaths:
         return apply(OPS["where"], condition, self, other)
 
 
+    # ---------------------------------------------------------- comparisons (bool results: no gradient)
+
+    def __lt__(self, other: Any) -> "Tensor":
+        return apply(OPS["lt"], self, other)
+
+    def __le__(self, other: Any) -> "Tensor":
+        return apply(OPS["le"], self, other)
+
+    def __gt__(self, other: Any) -> "Tensor":
+        return apply(OPS["gt"], self, other)
+
+    def __ge__(self, other: Any) -> "Tensor":
+        return apply(OPS["ge"], self, other)
+
+    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]
+        return apply(OPS["eq"], self, other)
+
+    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
+        return apply(OPS["ne"], self, other)
+
+    def __and__(self, other: Any) -> "Tensor":
+        return apply(OPS["logical_and"], self, other)
+
+    def __or__(self, other: Any) -> "Tensor":
+        return apply(OPS["logical_or"], self, other)
+
+    def __invert__(self) -> "Tensor":
+        return apply(OPS["logical_not"], self)
+
+    # ---------------------------------------------------- the operators by name (x.add(y) is x + y)
+
+    def add(self, other: Any) -> "Tensor":
+        return self + other
+
+    def sub(self, other: Any) -> "Tensor":
+        return self - other
+
+    def mul(self, other: Any) -> "Tensor":
+        return self * other
+
+    def div(self, other: Any) -> "Tensor":
+        return self / other
+
+    def neg(self) -> "Tensor":
+        return -self
+
+    def pow(self, exponent: Any) -> "Tensor":
+        return self ** exponent
+
+    def matmul(self, other: Any) -> "Tensor":
+        return self @ other
+
+    def mm(self, other: Any) -> "Tensor":
+        return self @ other
+
+    # -------------------------------------------------------- reductions beyond sum and mean, softmax
+
+    def var(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
+        op_base.require_float("var", self)
+        return apply(OPS["var"], self, dim=_reduced_dims("var", dim, self.ndim),
+                     unbiased=unbiased, keepdim=keepdim)
+
+    def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
+        return self.var(dim, unbiased, keepdim).sqrt()
+
+    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """Without ``dim``: the largest element. With ``dim``: ``(values, indices)`` as in PyTorch."""
+        if isinstance(dim, Tensor):
+            return self.maximum(dim)
+        if dim is None:
+            return apply(OPS["amax"], self, dim=tuple(range(self.ndim)), keepdim=False)
+        d = op_base.normalize_dim("max", dim, self.ndim)
+        return _MinMax(apply(OPS["amax"], self, dim=(d,), keepdim=keepdim), self.argmax(d, keepdim))
+
+    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+        if isinstance(dim, Tensor):
+            return self.minimum(dim)
+        if dim is None:
+            return -((-self).max())
+        values, indices = (-self).max(dim, keepdim)
+        return _MinMax(-values, indices)
+
+    def amax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
+        return apply(OPS["amax"], self, dim=_reduced_dims("amax", dim, self.ndim), keepdim=keepdim)
+
+    def argmax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
+        if dim is None:
+            return apply(OPS["argmax"], self.reshape(-1), dim=0, keepdim=False)
+        return apply(OPS["argmax"], self, dim=op_base.normalize_dim("argmax", dim, self.ndim), keepdim=keepdim)
+
+    def softmax(self, dim: int = -1) -> "Tensor":
+        return apply(OPS["softmax"], self, dim=op_base.normalize_dim("softmax", dim, self.ndim))
+
+    def log_softmax(self, dim: int = -1) -> "Tensor":
+        return apply(OPS["log_softmax"], self, dim=op_base.normalize_dim("log_softmax", dim, self.ndim))
+
+    def any(self) -> "Tensor":
+        return apply(OPS["any"], self)
+
+    def all(self) -> "Tensor":
+        return apply(OPS["all"], self)
+
+
 attach(TensorMaths, Tensor)
+
+
+class _MinMax(tuple):
+    """``(values, indices)`` with names, as ``tensor.max(dim)`` returns in PyTorch."""
+
+    def __new__(cls, values: Tensor, indices: Tensor) -> "_MinMax":
+        return super().__new__(cls, (values, indices))
+
+    @property
+    def values(self) -> Tensor:
+        return self[0]
+
+    @property
+    def indices(self) -> Tensor:
+        return self[1]
 
 
 def _function(name: str) -> Any:

@@ -1,11 +1,11 @@
-"""What you can do with a :class:`~toynet.dynamic.tensor.Tensor`: arithmetic, reductions and shapes.
+"""What you can do with a :class:`~toynet.dynamic.tensor.Tensor`: arithmetic, sums and means, and shapes.
 
 ``x + y``, ``x @ w``, ``x.sum(1)``, ``x.reshape(2, -1)``, ``x.t()``: each of these reads the arguments the
 way PyTorch does and calls :func:`~toynet.dynamic.tensor.apply` with one op of the table. They carry no
 state and no logic of their own, so they live apart from the class (``tensor.py``: what a tensor *is*;
 this module: what you can *do* with one). The methods are written as an ordinary class body and attached
 to ``Tensor`` when toynet is imported, as DeZero's ``setup_variable`` does. More of them:
-:mod:`~toynet.dynamic.tensor_maths` (``x.exp()``, ``x.relu()``...), :mod:`~toynet.dynamic.tensor_data`
+:mod:`~toynet.dynamic.tensor_maths` (``x.exp()``, ``x > 0``, ``x.max(1)``...), :mod:`~toynet.dynamic.tensor_data`
 (``x[i]``, ``x.add_(y)``, ``x.to(...)``).
 """
 
@@ -82,58 +82,6 @@ class TensorMethods:
     def __abs__(self) -> "Tensor":
         return self.abs()
 
-    # Comparisons give bool tensors (no gradient flows through them).
-    def __lt__(self, other: Any) -> "Tensor":
-        return apply(OPS["lt"], self, other)
-
-    def __le__(self, other: Any) -> "Tensor":
-        return apply(OPS["le"], self, other)
-
-    def __gt__(self, other: Any) -> "Tensor":
-        return apply(OPS["gt"], self, other)
-
-    def __ge__(self, other: Any) -> "Tensor":
-        return apply(OPS["ge"], self, other)
-
-    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]
-        return apply(OPS["eq"], self, other)
-
-    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
-        return apply(OPS["ne"], self, other)
-
-    def __and__(self, other: Any) -> "Tensor":
-        return apply(OPS["logical_and"], self, other)
-
-    def __or__(self, other: Any) -> "Tensor":
-        return apply(OPS["logical_or"], self, other)
-
-    def __invert__(self) -> "Tensor":
-        return apply(OPS["logical_not"], self)
-
-    def add(self, other: Any) -> "Tensor":
-        return self + other
-
-    def sub(self, other: Any) -> "Tensor":
-        return self - other
-
-    def mul(self, other: Any) -> "Tensor":
-        return self * other
-
-    def div(self, other: Any) -> "Tensor":
-        return self / other
-
-    def neg(self) -> "Tensor":
-        return -self
-
-    def pow(self, exponent: Any) -> "Tensor":
-        return self ** exponent
-
-    def matmul(self, other: Any) -> "Tensor":
-        return self @ other
-
-    def mm(self, other: Any) -> "Tensor":
-        return self @ other
-
     # --------------------------------------------------------------------------- reductions
 
     def sum(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
@@ -142,45 +90,6 @@ class TensorMethods:
     def mean(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
         op_base.require_float("mean", self)  # NumPy would quietly give float64; Graph mode refuses
         return apply(OPS["mean"], self, dim=_reduced_dims("mean", dim, self.ndim), keepdim=keepdim)
-
-    def var(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
-        op_base.require_float("var", self)
-        return apply(OPS["var"], self, dim=_reduced_dims("var", dim, self.ndim),
-                     unbiased=unbiased, keepdim=keepdim)
-
-    def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False) -> "Tensor":
-        return self.var(dim, unbiased, keepdim).sqrt()
-
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
-        """Without ``dim``: the largest element. With ``dim``: ``(values, indices)`` as in PyTorch."""
-        if isinstance(dim, Tensor):
-            return self.maximum(dim)
-        if dim is None:
-            return apply(OPS["amax"], self, dim=tuple(range(self.ndim)), keepdim=False)
-        d = op_base.normalize_dim("max", dim, self.ndim)
-        return _MinMax(apply(OPS["amax"], self, dim=(d,), keepdim=keepdim), self.argmax(d, keepdim))
-
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
-        if isinstance(dim, Tensor):
-            return self.minimum(dim)
-        if dim is None:
-            return -((-self).max())
-        values, indices = (-self).max(dim, keepdim)
-        return _MinMax(-values, indices)
-
-    def amax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return apply(OPS["amax"], self, dim=_reduced_dims("amax", dim, self.ndim), keepdim=keepdim)
-
-    def argmax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        if dim is None:
-            return apply(OPS["argmax"], self.reshape(-1), dim=0, keepdim=False)
-        return apply(OPS["argmax"], self, dim=op_base.normalize_dim("argmax", dim, self.ndim), keepdim=keepdim)
-
-    def softmax(self, dim: int = -1) -> "Tensor":
-        return apply(OPS["softmax"], self, dim=op_base.normalize_dim("softmax", dim, self.ndim))
-
-    def log_softmax(self, dim: int = -1) -> "Tensor":
-        return apply(OPS["log_softmax"], self, dim=op_base.normalize_dim("log_softmax", dim, self.ndim))
 
     def sum_to(self, shape: Sequence[int]) -> "Tensor":
         """Sum over the dimensions that broadcasting added: the vjp of broadcasting to ``self.shape``."""
@@ -201,12 +110,6 @@ class TensorMethods:
             if t is not None:  # a copy the tensor owns: users zero it in place
                 t.grad = grad.detach().clone() if t.grad is None else t.grad + grad.detach()
         self.grad_fn.retains = keep
-
-    def any(self) -> "Tensor":
-        return apply(OPS["any"], self)
-
-    def all(self) -> "Tensor":
-        return apply(OPS["all"], self)
 
     def reshape(self, *shape: Any) -> "Tensor":
         """The same elements in another shape; one size may be -1, worked out from the others."""
@@ -296,19 +199,6 @@ class TensorMethods:
         return apply(OPS["square"], self)
 
 
-class _MinMax(tuple):
-    """``(values, indices)`` with names, as ``tensor.max(dim)`` returns in PyTorch."""
-
-    def __new__(cls, values: Tensor, indices: Tensor) -> "_MinMax":
-        return super().__new__(cls, (values, indices))
-
-    @property
-    def values(self) -> Tensor:
-        return self[0]
-
-    @property
-    def indices(self) -> Tensor:
-        return self[1]
 
 
 def _reduced_dims(op: str, dim: Any, ndim: int) -> tuple[int, ...]:

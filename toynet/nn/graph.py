@@ -239,6 +239,13 @@ class Graph(GraphStateMixin, GradScalerMixin):
         """The compiled plan; ``graph.plan.source`` is the generated code."""
         return self._require_compiled().plan
 
+    @property
+    def step_source(self) -> str:
+        """The code a call of this graph runs now: ``plan.source`` on the lesson path; on the fast path, once a
+        call of tensors alone has made one, the generated repeat call (its guard checks, then the plan inlined)."""
+        repeat = self.__dict__.get("_repeat")
+        return repeat.source if mode.fast and repeat is not None else self.plan.source
+
     def _require_compiled(self) -> CompiledGraph:
         if self._last is None:
             raise RuntimeError(f"[ERROR](GRAPH:{self._name}:{type(self).__name__}) has not been compiled yet; "

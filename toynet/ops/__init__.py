@@ -8,7 +8,7 @@ Importing this package registers them all. Both designs use this one table: Eage
 # lists them as it always has: arithmetic, maths, piecewise, comparison, conversion.
 from . import conv  # noqa: F401
 from . import arithmetic, maths, piecewise, comparison, conversion  # noqa: F401
-from . import loss, norm, pool, random, reduce, shape  # noqa: F401
+from . import loss, norm, pool, random, reduce, reduce_more, shape, select  # noqa: F401
 from . import trigonometry, rounding  # noqa: F401  (later additions go last: OPS keeps its order)
 from . import cumulative  # noqa: F401  (ONNX's CumSum)
 from . import fast  # noqa: F401  (the fast path's ops: fused ones, and the convolutions only its passes write)

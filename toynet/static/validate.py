@@ -30,7 +30,7 @@ from typing import Any
 from .. import backend
 from ..ops import OPS
 from ..ops.fast.conv_fused import ALGORITHMS
-from ..ops.shape import TENSOR_INDEX
+from ..ops.select import TENSOR_INDEX
 from ..serialization.errors import MAX_DEPTH, CheckpointError, is_name, shape_error, short
 from .ir import CONSTANT, INPUT, OP, PHASES, STATE
 
