@@ -30,7 +30,7 @@ FLOORS: list[tuple[str, tuple[str, ...], str]] = [
     ("mode", ("toynet.mode",), "grad mode, the active tracer, observers"),
     ("backend", ("toynet.backend",), "NumPy / CuPy: devices, dtypes, transfers, random numbers"),
     ("ops", ("toynet.ops", "toynet.dynamic.printing"), "every op once: forward, vjp, shape rule; printing arrays"),
-    ("autograd", ("toynet.dynamic.autograd",), "reverse-mode differentiation of recorded ops, version counters"),
+    ("autograd", ("toynet.dynamic.autograd", "toynet.dynamic.autograd_errors"), "reverse-mode differentiation of recorded ops, version counters"),
     ("tensor", ("toynet.dynamic", "toynet.serialization"),
      "Tensor and apply(): Eager mode"),
     ("static", ("toynet.static",), "Graph mode: IR, tracer, passes, compiler"),

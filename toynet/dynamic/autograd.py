@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Sequence
 from .. import mode
 # Grad mode lives in toynet.mode (every layer reads it); toynet.autograd.no_grad is kept as in PyTorch.
 from ..mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
+from .autograd_errors import mixed_float_error, modified_error, no_seed_error
 
 clock = 0  # in-place writes so far, counted over all tensors (a GradFn's epoch is the clock when its op ran)
 _records = itertools.count()  # numbers the records in the order their ops ran (GradFn.order)
@@ -185,7 +186,7 @@ def _accumulate_leaf(leaf: Any, g: Any, consumer: GradFn | None, roots: Sequence
     clipping): a copy, never an array the vjp may have given to another leaf too (a + b gives both the same
     gradient). A lazy gradient (Graph mode) is a value in a graph, never written in place."""
     if consumer is not None and g.node is None and g.array.dtype != leaf.array.dtype:
-        raise _mixed_float_error(consumer, leaf, g, roots)
+        raise mixed_float_error(consumer, leaf, g, roots)
     g = g if create_graph else g.detach()
     leaf.grad = (g if g.node is not None else g.clone()) if leaf.grad is None else leaf.grad + g
 
@@ -197,7 +198,7 @@ def _seeds(tensors: Sequence[Any], grad_tensors: Any, what: str) -> list[Any]:
     given = grad_tensors if isinstance(grad_tensors, (list, tuple)) else [grad_tensors] * len(tensors)
     for i, (t, g) in enumerate(zip(tensors, given)):
         if not _is_tensor(t) or not t.requires_grad or (g is None and t.numel() != 1):
-            raise _no_seed(t, i, what)
+            raise no_seed_error(t, i, what)
     return [t.new_full(t.shape, 1) if g is None else _given(t, g, what) for t, g in zip(tensors, given)]
 
 
@@ -210,19 +211,8 @@ def _given(t: Any, g: Any, what: str) -> Any:
     return g
 
 
-def _no_seed(t: Any, i: int, what: str) -> Exception:
-    """Why root ``t`` (the ``i``-th) cannot start a backward pass without a gradient."""
-    if not _is_tensor(t):
-        return TypeError(f"{what}: expected tensors, got {type(t).__name__}")
-    if not t.requires_grad:
-        return RuntimeError(
-            f"{what}: tensor {i} of shape {tuple(t.shape)} does not require grad and has no grad_fn, so there is "
-            "nothing to differentiate. Create the leaves with requires_grad=True (or use nn.Parameter), and "
-            "don't compute the loss under toynet.no_grad().")
-    return RuntimeError(
-        f"{what}: the tensor has shape {tuple(t.shape)}; without a gradient argument backward() needs a "
-        "one-element tensor such as a loss. Reduce it first (t.sum() or t.mean()) or pass "
-        "gradient=toynet.ones_like(t).")
+def _is_tensor(x: Any) -> bool:
+    return hasattr(x, "grad_fn") and hasattr(x, "new_tensor")
 
 
 def _keeping(results: list, i: int, then: Any) -> Callable[[Any], None]:
@@ -236,35 +226,6 @@ def _keeping(results: list, i: int, then: Any) -> Callable[[Any], None]:
 
 def _add(total: Any, g: Any) -> Any:
     return g if total is None else total + g
-
-
-def _is_tensor(x: Any) -> bool:
-    return hasattr(x, "grad_fn") and hasattr(x, "new_tensor")
-
-
-def _mixed_float_error(fn: GradFn, leaf: Any, grad: Any, roots: Sequence[Any]) -> TypeError:
-    """A float32 leaf was handed a float64 gradient: say where float64 came in and how to avoid it."""
-    wanted, got = leaf.dtype.name, grad.dtype.name
-
-    def foreign(record: GradFn) -> list:
-        return [(i, x) for i, x in enumerate(record.inputs or ())
-                if _is_tensor(x) and i not in record.op.nondifferentiable and x.dtype is not leaf.dtype]
-    other = foreign(fn)
-    # Follow the other dtype back to the op where it met this one's: there it came in with an input (data).
-    while other and other[0][1].grad_fn is not None and foreign(other[0][1].grad_fn):
-        fn = other[0][1].grad_fn
-        other = [(i, x) for i, x in foreign(fn) if x.grad_fn is None] or foreign(fn)
-    where = (f"{fn.op.name} received input {other[0][0]} of shape {tuple(other[0][1].shape)} and dtype "
-             f"{other[0][1].dtype.name} with this {wanted} tensor, so its output and every gradient through it "
-             f"are {got}" if other else f"{got} values came in after {fn.op.name} (the loss is "
-             f"{roots[0].dtype.name}): a {got} tensor, such as data or a loss target made from a NumPy array, "
-             f"was combined with {wanted} ones")
-    what = f"{leaf.name!r}, " if leaf.name else ""
-    fix = "x = x.float()" if wanted == "float32" else f"x = x.to(toynet.{wanted})"
-    return TypeError(
-        f"backward: the {wanted} leaf tensor ({what}shape {tuple(leaf.shape)}) would get a {got} gradient: "
-        f"{where}. Convert the data (and targets) to the model's dtype before the call: {fix} (NumPy makes "
-        f"float64 arrays by default); or compute in one dtype throughout (model.to(toynet.{got})).")
 
 
 
@@ -365,9 +326,9 @@ def check_saved(fn: Any, output: Any) -> None:
     unread = _UNREAD_INPUTS.get(fn.op.name, 0)
     for i, x in enumerate(fn.inputs):
         if _written_since(x, fn.epoch) and (version_of(x).rebased > fn.epoch or i >= unread and _read_by_vjp(fn, i)):
-            raise _modified_error(fn, x, f"input {i}")
+            raise modified_error(fn, x, f"input {i}", version_of(x))
     if output is not None and _written_since(output, fn.epoch):
-        raise _modified_error(fn, output, "output")
+        raise modified_error(fn, output, "output", version_of(output))
 
 
 def _read_by_vjp(fn: Any, i: int) -> bool:
@@ -386,18 +347,3 @@ def _written_since(x: Any, epoch: int) -> bool:
     return version.n > 0 and version.stamps[-1] > epoch
 
 
-def _modified_error(fn: Any, x: Any, role: str) -> RuntimeError:
-    version = version_of(x)
-    later = sum(1 for s in version.stamps if s > fn.epoch)
-    exact = later < len(version.stamps) or len(version.stamps) == version.n
-    made = f", which is the output of {x.grad_fn.name}," if x.grad_fn is not None else ""
-    rebased = version.rebased > fn.epoch
-    used, why = ("used", "then gave it a new history (gradients flow through that write), so its gradient would "
-                 "take that history instead of the one the op used") if rebased else \
-        ("saved", "changed it after that op ran, so the gradient would be computed from the new values")
-    return RuntimeError(
-        "one of the variables needed for gradient computation has been modified by an inplace operation: "
-        f"[tensor of shape {tuple(x.shape)}, dtype {x.dtype.name}]{made} is at version {version.n}; expected "
-        f"version {version.n - later}{'' if exact else ' or earlier'} instead. It was {used} by {fn.op.name} "
-        f"({fn.name}) as its {role}, and {version.writer} {why}. Fix: write into a copy (y = x.clone(); "
-        "y.mul_(2)), use the out-of-place form (x = x * 2), or call backward() before the in-place write.")

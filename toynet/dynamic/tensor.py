@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from . import autograd
 from .. import backend, mode
 from .autograd import GradFn
 from ..backend import CPU, Device, DType
 from ..ops import _op as op_base
+from ..ops import op_errors
 from ..ops.shape import shape_arg
-from .printing import tensor_repr
 
 
 # ------------------------------------------------------------------------------------------ the door
@@ -50,7 +50,7 @@ def apply(op: Any, *inputs: Any, **attrs: Any) -> "Tensor":
     try:
         out = op.forward(device.xp, *args, **attrs)
     except Exception as error:
-        raise op_base.explain_failure(op, inputs, attrs, error) from error
+        raise op_errors.explain_failure(op, inputs, attrs, error) from error
     device = attrs["device"] if op.changes_device else device  # (to_device)
     result = Tensor._make(out if out.ndim else device.xp.asarray(out), None, device)  # (NumPy: scalars for 0-d)
     if op.may_alias_input and len(inputs) == 1:  # a view of its input: writes through either are counted on
@@ -229,69 +229,11 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
-    # ------------------------------------------------------------------------- leaving toynet
-
-    def _eager_only(self, what: str) -> None:
-        if self.node is not None:
-            raise RuntimeError(
-                f"{what} is not available on a lazy tensor: inside nn.Graph.build() tensors carry no "
-                "values yet; build() is traced once into a graph that runs later, so Python code cannot "
-                "branch on or print their data. Return the tensor from build() and read it from the "
-                "graph's output, or use tensor ops (toynet.where, clamp...) instead of Python control flow.")
-
-    def numpy(self) -> Any:
-        """The data as a NumPy array (copied from the GPU if needed; shares memory on the CPU)."""
-        self._eager_only("tensor.numpy()")
-        return backend.to_numpy(self.array, self.device)
-
-    def item(self) -> Any:
-        self._eager_only("tensor.item()")
-        if self.numel() != 1:
-            raise ValueError(f"item() needs a one-element tensor, got shape {tuple(self.shape)}")
-        return backend.to_numpy(self.array, self.device).reshape(()).item()
-
-    def tolist(self) -> Any:
-        return self.numpy().tolist()
-
-    def __bool__(self) -> bool:
-        self._eager_only("bool(tensor) (as in `if tensor:`)")
-        if self.numel() != 1:
-            raise RuntimeError(f"the truth value of a tensor of shape {tuple(self.shape)} is ambiguous; "
-                               "use .any() or .all()")
-        return bool(self.item())
-
-    def __float__(self) -> float:
-        return float(self.item())
-
-    def __int__(self) -> int:
-        return int(self.item())
-
-    def __index__(self) -> int:
-        if self.dtype.is_floating_point:
-            raise TypeError("only integer tensors can be used as an index")
-        return int(self.item())
-
-    def __format__(self, spec: str) -> str:
-        if spec and self.node is None and self.numel() == 1:
-            return format(self.item(), spec)
-        return format(repr(self), spec)
-
-    def __repr__(self) -> str:
-        return tensor_repr(self)
-
-    def __iter__(self) -> Iterator["Tensor"]:
-        for i in range(len(self)):
-            yield self[i]
-
     __hash__ = object.__hash__
     # `numpy_scalar * tensor` and `ndarray + tensor` call the tensor's reflected operator (keeping the
     # result a Tensor in the graph) instead of NumPy turning the tensor into an array.
     __array_priority__ = 1000
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        """Let NumPy functions take tensors (``np.sin(x)``), as the tutorials do."""
-        host = self.numpy()
-        return host if dtype is None else host.astype(dtype)
+    # Leaving toynet (x.numpy(), x.item(), float(x), repr(x), np.sin(x)...): toynet.dynamic.tensor_data.
 
     # ------------------------------------------------------------------------- autograd
 
@@ -359,7 +301,7 @@ def _refusal(op: Any, inputs: tuple) -> Exception:
     """Why ``apply`` refuses these inputs: a lazy tensor used after its trace ended, or two devices."""
     if any(isinstance(x, Tensor) and x.array is None for x in inputs):
         mode.current_tracer()  # raises: a lazy tensor escaped its trace
-    return RuntimeError(op_base.device_mismatch(op, inputs))
+    return RuntimeError(op_errors.device_mismatch(op, inputs))
 
 
 _SCALARS = (backend.host.number, backend.host.bool_)  # NumPy's

@@ -1,5 +1,6 @@
 """The methods of :class:`~toynet.dynamic.tensor.Tensor` that read, write or convert its data: ``x[i]``, the
-writes ``x[i] = v``, ``copy_``, ``fill_``, ``add_``..., and ``x.to(dtype or device)``, ``x.float()``...
+writes ``x[i] = v``, ``copy_``, ``fill_``, ``add_``..., ``x.to(dtype or device)``, ``x.float()``..., and what
+leaves toynet: ``x.numpy()``, ``x.item()``, ``float(x)``, ``repr(x)``, ``np.sin(x)``.
 
 The writes follow PyTorch's rules. Each one is counted on the tensor's version (see
 :mod:`toynet.dynamic.autograd`), so backward refuses a vjp whose saved tensors changed. ``add_``, ``sub_``,
@@ -14,7 +15,7 @@ gradients), and backward refuses to differentiate the ops that used the tensor b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from . import autograd
 from .. import backend, mode
@@ -22,6 +23,7 @@ from ..backend import Device, DType
 from ..ops import OPS, ShapeError
 from ..ops import _op as op_base
 from ..ops.select import TENSOR_INDEX, split_index
+from .printing import tensor_repr
 from .tensor import Tensor, apply
 from .tensor_methods import _is_dtype_name, attach
 
@@ -31,6 +33,65 @@ _ADD, _SUB, _MUL, _DIV, _IDENTITY = (OPS[n] for n in ("add", "sub", "mul", "div"
 
 class TensorDataMethods:
     """Attached to :class:`~toynet.dynamic.tensor.Tensor` below; never instantiated."""
+
+    # ------------------------------------------------------------------------- leaving toynet
+
+    def _eager_only(self, what: str) -> None:
+        if self.node is not None:
+            raise RuntimeError(
+                f"{what} is not available on a lazy tensor: inside nn.Graph.build() tensors carry no "
+                "values yet; build() is traced once into a graph that runs later, so Python code cannot "
+                "branch on or print their data. Return the tensor from build() and read it from the "
+                "graph's output, or use tensor ops (toynet.where, clamp...) instead of Python control flow.")
+
+    def numpy(self) -> Any:
+        """The data as a NumPy array (copied from the GPU if needed; shares memory on the CPU)."""
+        self._eager_only("tensor.numpy()")
+        return backend.to_numpy(self.array, self.device)
+
+    def item(self) -> Any:
+        self._eager_only("tensor.item()")
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a one-element tensor, got shape {tuple(self.shape)}")
+        return backend.to_numpy(self.array, self.device).reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __bool__(self) -> bool:
+        self._eager_only("bool(tensor) (as in `if tensor:`)")
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor of shape {tuple(self.shape)} is ambiguous; "
+                               "use .any() or .all()")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.is_floating_point:
+            raise TypeError("only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __format__(self, spec: str) -> str:
+        if spec and self.node is None and self.numel() == 1:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    def __repr__(self) -> str:
+        return tensor_repr(self)
+
+    def __iter__(self) -> Iterator["Tensor"]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """Let NumPy functions take tensors (``np.sin(x)``), as the tutorials do."""
+        host = self.numpy()
+        return host if dtype is None else host.astype(dtype)
 
     # -------------------------------------------------------------------------------- shapes
 

@@ -20,7 +20,8 @@ from typing import Any, Sequence
 from ... import backend, mode
 from ...mode import fast_replacement
 from .. import autograd
-from ..autograd import GradFn, _mixed_float_error
+from ..autograd import GradFn
+from ..autograd_errors import mixed_float_error as _mixed_float_error
 from ..autograd import check_saved
 
 
