@@ -7,8 +7,9 @@ Rows (each a ratio, so that a noisy machine slows both sides alike):
   child process (``bench_mobilenet.measure_memory``): Graph / Eager. Goal <= 0.85.
 * **MobileNetV2 inference step** (eval mode, batch 64): Eager time / Graph time, "how many times faster".
   Goal >= 1.5.
-* **poly fit** (the tutorial's Linear(3, 1) on 2000 points): Eager / hand-written NumPy (goal <= 4) and
-  Graph / hand-written NumPy (goal <= 1.1); and what compile-time kernel choice (the ChooseKernels pass)
+* **poly fit** (the tutorial's Linear(3, 1) on 2000 points): Eager / hand-written NumPy (goal: no slower than
+  before issue 19, 6.55) and
+  Graph / hand-written NumPy (goal <= 1.15); and what compile-time kernel choice (the ChooseKernels pass)
   is worth there: Graph / the same Graph with the pass off.
 * what the kernel choice is worth on MobileNetV2 (its depthwise algorithms: taps, padded rows, a matrix
   per channel): Graph with ChooseKernels / without, in training and inference. These algorithms could be
@@ -29,6 +30,10 @@ from __future__ import annotations
 
 import os
 import sys
+
+# What a real compiler adds is measured here: the fast path (fused ops, the speed passes, the repeat call),
+# unless TOYNET_FAST is set already (TOYNET_FAST=0 measures the lesson path). Child processes inherit it.
+os.environ.setdefault("TOYNET_FAST", "1")
 
 DEFAULT_THREADS = "--default-threads" in sys.argv
 if __name__ == "__main__" and not DEFAULT_THREADS:  # one BLAS thread, set before NumPy starts its pool
@@ -53,8 +58,10 @@ GOALS = {
     "MobileNetV2 training step, Graph / Eager time": (0.80, True),
     "MobileNetV2 training peak RSS, Graph / Eager": (0.85, True),
     "MobileNetV2 inference, Eager / Graph time (x faster)": (1.5, False),
-    "poly fit step, Eager / hand-written NumPy": (4.0, True),
-    "poly fit step, Graph / hand-written NumPy": (1.1, True),
+    # Issue 19: Eager mode no slower than before the lesson and the fast path were split (6.55x NumPy then);
+    # issue 11's goal of 4 is retired (the readable design stays in Python).
+    "poly fit step, Eager / hand-written NumPy": (6.55, True),
+    "poly fit step, Graph / hand-written NumPy": (1.15, True),
 }
 
 
@@ -109,8 +116,8 @@ class Inference(nn.Graph):
 def inference_contenders() -> dict:
     x = flow.tensor(mobilenet_data("mobilenet")[0])
     eager_model, graph = mobilenet(train=False), Inference(mobilenet(train=False))
+    graph.config.enable_pass("ChooseKernels")   # kernel timing is opt-in
     plain = Inference(mobilenet(train=False))
-    plain.config.enable_pass("ChooseKernels", False)
 
     def eager():
         with flow.no_grad():
@@ -183,6 +190,7 @@ def main(argv: list[str] | None = None) -> dict:
             tune_host_allocator()
         print(json.dumps(time_rows(rounds, args.quick)))
         return {}
+    print(f"toynet's {'fast' if flow.is_fast_path() else 'lesson'} path (TOYNET_FAST={os.environ['TOYNET_FAST']})")
     results = {"one thread, CPU time": time_rows(rounds, args.quick)}
     results["one thread, CPU time"].update(memory_row())
     report("one BLAS thread, this thread's CPU time (memory: fresh child processes)", results["one thread, CPU time"])

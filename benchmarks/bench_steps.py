@@ -95,6 +95,7 @@ def graph_step(model, loss_fn, optimizer, x, y, disabled_passes=()):
             loss.backward()
             return loss
     graph = TrainGraph()
+    graph.config.enable_pass("ChooseKernels")   # kernel timing is opt-in (a fast-path pass; the lesson has none)
     for name in disabled_passes:
         graph.config.enable_pass(name, False)
     graph(x, y)  # compile outside the timing

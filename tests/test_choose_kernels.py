@@ -106,6 +106,7 @@ class PolyTrain(nn.Graph):
         super().__init__()
         self.model, self.loss_fn = model, loss_fn
         self.add_optimizer(optimizer)
+        self.config.enable_pass("ChooseKernels")   # kernel timing is opt-in
 
     def build(self, x, y):
         loss = self.loss_fn(self.model(x), y)
@@ -189,7 +190,7 @@ def test_timings_are_kept_for_the_session_and_the_pass_can_be_turned_off(monkeyp
     assert len(calls) == 6
 
     off = PolyTrain(model, loss_fn, optimizer)
-    off.config.enable_pass("ChooseKernels", False)
+    off.config.enable_pass("ChooseKernels", False)   # (as every graph starts: kernel timing is opt-in)
     off(x, y)
     assert "ChooseKernels" not in [r.name for r in off.passes]
     assert not any(n.kernel for n in off.ir.nodes) and "_ones_" not in off.plan.source
@@ -232,3 +233,21 @@ def test_user_text_in_a_plan_never_names_a_constant_to_make():
     plan = Plan(optimized)
     assert "_ones_float32_99999999999" in plan.source
     assert "_ones_float32_99999999999" not in plan.namespace
+
+
+def test_kernel_timing_is_opt_in(fast_path):
+    """A plan is the same on every machine unless its graph asks for kernel timing."""
+    model, loss_fn, optimizer, x, y = poly()
+
+    class Plain(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model, self.loss_fn = model, loss_fn
+            self.add_optimizer(optimizer)
+
+        build = PolyTrain.build
+
+    plain = Plain()
+    plain(x, y)
+    assert "ChooseKernels" in plain.config.disabled_passes
+    assert "ChooseKernels" not in [r.name for r in plain.passes] and not any(n.kernel for n in plain.ir.nodes)

@@ -161,7 +161,7 @@ def test_figures_page_shows_every_figure(site):
 
 @pytest.mark.parametrize("path, objects", [
     ("api/toynet", ["toynet.dynamic.tensor.Tensor", "toynet.dynamic.creation.randn", "toynet.dynamic.functional.matmul"]),
-    ("api/graph", ["toynet.nn.graph.Graph", "toynet.nn.graph.Graph.state_dict", "toynet.nn.graph_plans.GraphConfig"]),
+    ("api/graph", ["toynet.nn.graph.Graph", "toynet.nn.graph.Graph.state_dict", "toynet.nn.graph_config.GraphConfig"]),
     ("api/static", ["toynet.static.ir.Graph", "toynet.static.passes.PassReport", "toynet.static.compile.Plan", "toynet.static.fast.compile.FastPlan",
                     "toynet.static.passes.memory.MemoryPlan"]),
     ("api/optim", ["toynet.optim.sgd.SGD", "toynet.optim.adam.Adam", "toynet.optim.lr_scheduler.StepLR"]),

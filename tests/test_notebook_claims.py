@@ -264,7 +264,7 @@ def prose_numbers(text: str) -> list[tuple[str, Decimal, Decimal, int]]:
     return found
 
 
-UNIT = re.compile(r"\s*(?:x\b|×|%|times\b|[mµk]?s\b|seconds?\b|[kMG]?B\b|bytes\b)")
+UNIT = re.compile(r"\s*(?:x\b|×|%|times\b|[mµk]?s\b|[kMG]?B\b|bytes\b)")
 
 
 def section_reference(written: str, after: str) -> bool:

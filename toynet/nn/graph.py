@@ -59,7 +59,8 @@ from ..static.serialize import bake_numbers, save_graph
 from ..static.trace import STATIC_HINT, StateInfo, flatten_call, leaf_kinds, signature, trace_step, unflatten
 from . import graph_plans
 from .graph_amp import GradScalerMixin, GraphModule, scaled_build  # noqa: F401 (nn.graph.GraphModule)
-from .graph_plans import (CompiledGraph, GraphConfig, PlanCache, build_parameters, compile_options,
+from .graph_config import GraphConfig
+from .graph_plans import (CompiledGraph, PlanCache, build_parameters, compile_options,
                           describe_inputs, eviction_warning)
 from .graph_print import DebugPrinter, Record, build_outline
 from .graph_state import GraphStateMixin

@@ -1,8 +1,8 @@
 """The plans an ``nn.Graph`` keeps, and what each one took for granted.
 
-**The settings** (:class:`GraphConfig`): ``graph.config`` says how the graph compiles (training, the passes
-turned off, AMP, static arguments, how many plans to keep). :func:`compile_options` and :func:`settings_of`
-are what of it (and of the modules' Graph-mode settings) a plan depends on.
+**The settings**: ``graph.config`` (:class:`~toynet.nn.graph_config.GraphConfig`) says how the graph compiles;
+:func:`compile_options` and :func:`settings_of` are what of it (and of the modules' Graph-mode settings) a
+plan depends on.
 
 **The cache** (:class:`PlanCache`): a graph compiles once per *signature* of its calls (the nesting of the
 arguments and each tensor's shape, dtype and device, see :func:`toynet.static.trace.signature`) and again
@@ -45,69 +45,13 @@ from typing import Any, NamedTuple
 
 from ..dynamic.tensor import Tensor
 from ..static.compile import Plan, commit
-from ..static.ir import PASSES
 from ..static.ir import Graph as StaticGraph
 from ..static.trace import leaf_kinds
 from .graph_amp import SETTINGS
 from .graph_print import Record
-from .module import CHANGES, Module
+from .module import Module
 
 # ----------------------------------------------------------------------------------------- settings
-
-
-class GraphConfig:
-    """Settings of one graph. ``training`` is True once an optimizer has been added.
-
-    ``cache_limit``: how many compiled plans the graph keeps (8; the least recently used is evicted, with
-    a warning the first time). ``static_arguments``: the arguments of ``build`` whose numbers are
-    constants of the plan (see :meth:`set_static_arguments`).
-    """
-
-    def __init__(self) -> None:
-        self.training = False
-        self.disabled_passes: set[str] = set()
-        self._cache_limit = 8
-        self.static_arguments: frozenset[str] = frozenset()
-        #: float16 matrix products with float32 master weights (see toynet.static.passes.amp).
-        self.amp_enabled = False
-
-    @property
-    def cache_limit(self) -> int:
-        return self._cache_limit
-
-    @cache_limit.setter
-    def cache_limit(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"cache_limit must be a whole number >= 1, got {value!r}")
-        self._cache_limit = value
-
-    def set_static_arguments(self, *names: str) -> None:
-        """Make the numbers in these arguments of ``build`` constants of the plan, as Python values in
-        ``build`` (``range(steps)``, a size, a dropout rate): each new value then compiles a plan of its
-        own. Other Python numbers are inputs of the plan, 0-d tensors in ``build``."""
-        if not all(isinstance(n, str) and n.isidentifier() for n in names):
-            raise TypeError(f"static arguments are named by build()'s parameter names, got {names!r}")
-        self.static_arguments = frozenset(names)
-
-    def enable_amp(self, mode: bool = True) -> None:
-        """Run matrix products and convolutions in float16, the rest and the weights in float32 (the
-        pass toynet.static.passes.amp); add a loss scaler with ``graph.set_grad_scaler``."""
-        if not isinstance(mode, bool):
-            raise TypeError(f"enable_amp() takes True or False, got {mode!r}")
-        self.amp_enabled = mode
-        CHANGES[0] += 1  # the compiled plans' guards recheck their settings
-
-    def enable_pass(self, name: str, enabled: bool = True) -> None:
-        """Turn one optimisation pass off (or back on) for graphs compiled from now on."""
-        if name not in PASSES:
-            raise ValueError(f"unknown pass {name!r}; the passes are {', '.join(PASSES)}")
-        if enabled:
-            self.disabled_passes.discard(name)
-        else:
-            self.disabled_passes.add(name)
-
-    def __repr__(self) -> str:
-        return f"GraphConfig(training={self.training}, )"
 
 
 def compile_options(graph: Any) -> dict:

@@ -1,0 +1,62 @@
+"""``graph.config``: how one ``nn.Graph`` compiles (training, the passes switched off, AMP, the arguments whose
+numbers are constants of the plan, how many plans to keep). What of it a plan depends on is in
+:mod:`toynet.nn.graph_plans` (``compile_options``, ``settings_of``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..static.ir import PASSES
+from .module import CHANGES
+
+
+class GraphConfig:
+    """Settings of one graph. ``training`` is True once an optimizer has been added.
+
+    ``cache_limit``: how many compiled plans the graph keeps (8; the least recently used is evicted, with
+    a warning the first time). ``static_arguments``: the arguments of ``build`` whose numbers are
+    constants of the plan (see :meth:`set_static_arguments`).
+    """
+
+    def __init__(self) -> None:
+        self.training = False
+        #: Passes switched off. Kernel timing (ChooseKernels, a fast-path pass) is opt-in: with it, which kernel
+        #: a plan uses, and so the last bits of its results, depend on the machine and the moment it compiled.
+        self.disabled_passes: set[str] = {"ChooseKernels"}
+        self.cache_limit = 8
+        self.static_arguments: frozenset[str] = frozenset()
+        #: float16 matrix products with float32 master weights (see toynet.static.passes.amp).
+        self.amp_enabled = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "cache_limit" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"cache_limit must be a whole number >= 1, got {value!r}")
+        object.__setattr__(self, name, value)
+
+    def set_static_arguments(self, *names: str) -> None:
+        """Make the numbers in these arguments of ``build`` constants of the plan, as Python values in
+        ``build`` (``range(steps)``, a size, a dropout rate): each new value then compiles a plan of its
+        own. Other Python numbers are inputs of the plan, 0-d tensors in ``build``."""
+        if not all(isinstance(n, str) and n.isidentifier() for n in names):
+            raise TypeError(f"static arguments are named by build()'s parameter names, got {names!r}")
+        self.static_arguments = frozenset(names)
+
+    def enable_amp(self, mode: bool = True) -> None:
+        """Run matrix products and convolutions in float16, the rest and the weights in float32 (the
+        pass toynet.static.passes.amp); add a loss scaler with ``graph.set_grad_scaler``."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"enable_amp() takes True or False, got {mode!r}")
+        self.amp_enabled = mode
+        CHANGES[0] += 1  # the compiled plans' guards recheck their settings
+
+    def enable_pass(self, name: str, enabled: bool = True) -> None:
+        """Turn one optimisation pass off (or back on) for graphs compiled from now on."""
+        if name not in PASSES:
+            raise ValueError(f"unknown pass {name!r}; the passes are {', '.join(PASSES)}")
+        if enabled:
+            self.disabled_passes.discard(name)
+        else:
+            self.disabled_passes.add(name)
+
+    def __repr__(self) -> str:
+        return f"GraphConfig(training={self.training}, )"
