@@ -53,23 +53,20 @@ from ..dynamic.tensor import Tensor
 from ..optim.optimizer import Optimizer
 from ..static import compile as compiler
 from ..static import passes
-from ..static.compile import Plan
-from ..static.ir import Graph as StaticGraph
 from ..static.serialize import bake_numbers, save_graph
 from ..static.trace import STATIC_HINT, StateInfo, flatten_call, leaf_kinds, signature, trace_step, unflatten
 from . import graph_plans
 from .graph_amp import GradScalerMixin, GraphModule, scaled_build  # noqa: F401 (nn.graph.GraphModule)
-from .graph_config import GraphConfig
-from .graph_plans import (CompiledGraph, PlanCache, build_parameters, compile_options,
-                          describe_inputs, eviction_warning)
-from .graph_print import DebugPrinter, Record, build_outline
+from .graph_config import GraphConfig, build_parameters
+from .graph_plans import CompiledGraph, PlanCache, compile_options
+from .graph_print import DebugPrinter, GraphViews, Record, describe_inputs, eviction_warning
 from .graph_state import GraphStateMixin
 from .graph_trace import trace_function
 from .graph_train import OptimizerBinding, scheduled_commit, trace_updates
 from .module import Module
 
 
-class Graph(GraphStateMixin, GradScalerMixin):
+class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
     """Base class of user graphs. Subclasses call ``super().__init__()`` and define ``build``.
 
     Unlike OneFlow, which wraps assigned modules in proxies, ``graph.model`` is the very module you
@@ -195,63 +192,6 @@ class Graph(GraphStateMixin, GradScalerMixin):
                                "toynet.save(graph, path)")
         traced = bake_numbers(self._last.traced, self._last.numbers)  # a deployed graph takes tensors only
         save_graph(path, traced, self._last.states, type(self).__name__)
-
-    # ------------------------------------------------------------------------------ debug
-
-    def debug(self, v_level: int = 0, *, ranks: Any = None, max_py_stack_depth: int = 2,
-              only_user_py_stack: bool = True, op_repr_with_py_stack: bool = False) -> None:
-        """Print what happens while the graph compiles: 0 stages and timings, 1 each module's inputs,
-        parameters and outputs, 2 each op (name, inputs, device, shapes) and each pass's changes,
-        3 each op's source line and each pass's graph before and after. -1 turns it off.
-        ``op_repr_with_py_stack=True``: ``print(graph)`` also lists each op, with where the code made it."""
-        self._debug.configure(v_level, max_py_stack_depth, only_user_py_stack, op_repr_with_py_stack)
-
-    def __repr__(self) -> str:
-        return self.outline().render()
-
-    def outline(self):
-        """The tagged tree ``print(graph)`` shows (see toynet.nn.graph_print), with the inputs and outputs
-        traced by the latest compilation."""
-        latest = self._compiled.latest
-        record = latest.record if latest is not None else None
-        return build_outline(self._name, type(self).__name__, self.training, self._modules, record,
-                             self._debug.operators(latest))
-
-    # ------------------------------------------------------------------------------ compiled views
-
-    @property
-    def ir(self) -> StaticGraph:
-        """The optimised static graph of the last compilation."""
-        return self._require_compiled().optimized
-
-    @property
-    def traced_ir(self) -> StaticGraph:
-        """The static graph as traced (forward, backward and optimizer nodes), before any pass."""
-        return self._require_compiled().traced
-
-    @property
-    def passes(self) -> list:
-        """What each optimisation pass did in the latest compilation (``print(r.details())`` for each)."""
-        self._require_compiled()
-        return self._compiled.latest.reports
-
-    @property
-    def plan(self) -> Plan:
-        """The compiled plan; ``graph.plan.source`` is the generated code."""
-        return self._require_compiled().plan
-
-    @property
-    def step_source(self) -> str:
-        """The code a call of this graph runs now: ``plan.source`` on the lesson path; on the fast path, once a
-        call of tensors alone has made one, the generated repeat call (its guard checks, then the plan inlined)."""
-        repeat = self.__dict__.get("_repeat")
-        return repeat.source if mode.fast and repeat is not None else self.plan.source
-
-    def _require_compiled(self) -> CompiledGraph:
-        if self._last is None:
-            raise RuntimeError(f"[ERROR](GRAPH:{self._name}:{type(self).__name__}) has not been compiled yet; "
-                               "call the graph once to trigger its compilation.")
-        return self._last
 
     # ------------------------------------------------------------------------------ calling
 

@@ -4,6 +4,7 @@ numbers are constants of the plan, how many plans to keep). What of it a plan de
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from ..static.ir import PASSES
@@ -60,3 +61,15 @@ class GraphConfig:
 
     def __repr__(self) -> str:
         return f"GraphConfig(training={self.training}, )"
+
+
+def build_parameters(graph_class: type, static: frozenset) -> tuple[str, ...]:
+    """The names of ``graph_class.build``'s parameters, after checking that ``static`` names some of them."""
+    build = getattr(graph_class.build, "__wrapped__", graph_class.build)
+    params = list(inspect.signature(build).parameters.values())[1:]
+    names = tuple(p.name for p in params)
+    unknown = set(static) - set(names)
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params):
+        raise ValueError(f"graph.config.set_static_arguments names {sorted(unknown)}, but "
+                         f"{graph_class.__name__}.build() takes {list(names)}")
+    return names

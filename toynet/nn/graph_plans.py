@@ -37,7 +37,6 @@ parameters or buffers: register them as buffers) and Python state outside the mo
 
 from __future__ import annotations
 
-import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -79,31 +78,6 @@ def checkpointed_paths(modules: dict[str, Any]) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------------------- the cache
-
-
-def build_parameters(graph_class: type, static: frozenset) -> tuple[str, ...]:
-    """The names of ``graph_class.build``'s parameters, after checking that ``static`` names some of them."""
-    build = getattr(graph_class.build, "__wrapped__", graph_class.build)
-    params = list(inspect.signature(build).parameters.values())[1:]
-    names = tuple(p.name for p in params)
-    unknown = set(static) - set(names)
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params):
-        raise ValueError(f"graph.config.set_static_arguments names {sorted(unknown)}, but "
-                         f"{graph_class.__name__}.build() takes {list(names)}")
-    return names
-
-
-def describe_inputs(leaves: list) -> str:
-    return ", ".join(f"{tuple(t.shape)} {t.dtype.name}" if isinstance(t, Tensor) else type(t).__name__
-                     for t in leaves) or "none"
-
-
-def eviction_warning(name: str, limit: int) -> str:
-    return (f"nn.Graph {name} has compiled more than graph.config.cache_limit = {limit} plans and evicts the "
-            "least recently used ones from now on; a graph that recompiles on every call runs slowly. It "
-            "compiles once per input signature (shapes, dtypes, non-number arguments) and whenever a guard "
-            "fails (graph.debug(1) says why): pad inputs to a few shapes, keep modules and optimizer "
-            "settings fixed, or raise graph.config.cache_limit.")
 
 
 @dataclass(eq=False)

@@ -34,6 +34,7 @@ from typing import Any, Callable, NamedTuple
 from .. import mode
 from ..dynamic.printing import meta_repr
 from ..dynamic.tensor import Tensor
+from ..static.ir import Graph as StaticGraph
 from ..static.ir import format_bytes
 from ..static.trace import PACKAGE_DIR, flatten
 
@@ -305,3 +306,80 @@ def source_text(source: str) -> str:
         return source
     where, line, function = match.groups()
     return stack_text(((where, int(line), function),), False)
+
+
+# ------------------------------------------------------------------------------- the graph's views
+
+
+class GraphViews:
+    """What an ``nn.Graph`` shows: ``print(graph)``, ``graph.debug(level)``, and the compiled graph, passes and
+    code of its latest compilation (a base class of ``nn.Graph``)."""
+
+    def debug(self, v_level: int = 0, *, ranks: Any = None, max_py_stack_depth: int = 2,
+              only_user_py_stack: bool = True, op_repr_with_py_stack: bool = False) -> None:
+        """Print what happens while the graph compiles: 0 stages and timings, 1 each module's inputs,
+        parameters and outputs, 2 each op (name, inputs, device, shapes) and each pass's changes,
+        3 each op's source line and each pass's graph before and after. -1 turns it off.
+        ``op_repr_with_py_stack=True``: ``print(graph)`` also lists each op, with where the code made it."""
+        self._debug.configure(v_level, max_py_stack_depth, only_user_py_stack, op_repr_with_py_stack)
+
+    def __repr__(self) -> str:
+        return self.outline().render()
+
+    def outline(self):
+        """The tagged tree ``print(graph)`` shows (see toynet.nn.graph_print), with the inputs and outputs
+        traced by the latest compilation."""
+        latest = self._compiled.latest
+        record = latest.record if latest is not None else None
+        return build_outline(self._name, type(self).__name__, self.training, self._modules, record,
+                             self._debug.operators(latest))
+
+    @property
+    def ir(self) -> StaticGraph:
+        """The optimised static graph of the last compilation."""
+        return self._require_compiled().optimized
+
+    @property
+    def traced_ir(self) -> StaticGraph:
+        """The static graph as traced (forward, backward and optimizer nodes), before any pass."""
+        return self._require_compiled().traced
+
+    @property
+    def passes(self) -> list:
+        """What each optimisation pass did in the latest compilation (``print(r.details())`` for each)."""
+        self._require_compiled()
+        return self._compiled.latest.reports
+
+    @property
+    def plan(self) -> Any:
+        """The compiled plan; ``graph.plan.source`` is the generated code."""
+        return self._require_compiled().plan
+
+    @property
+    def step_source(self) -> str:
+        """The code a call of this graph runs now: ``plan.source`` on the lesson path; on the fast path, once a
+        call of tensors alone has made one, the generated repeat call (its guard checks, then the plan inlined)."""
+        repeat = self.__dict__.get("_repeat")
+        return repeat.source if mode.fast and repeat is not None else self.plan.source
+
+    def _require_compiled(self) -> Any:
+        if self._last is None:
+            raise RuntimeError(f"[ERROR](GRAPH:{self._name}:{type(self).__name__}) has not been compiled yet; "
+                               "call the graph once to trigger its compilation.")
+        return self._last
+
+
+# ------------------------------------------------------------------------------- messages
+
+
+def describe_inputs(leaves: list) -> str:
+    return ", ".join(f"{tuple(t.shape)} {t.dtype.name}" if isinstance(t, Tensor) else type(t).__name__
+                     for t in leaves) or "none"
+
+
+def eviction_warning(name: str, limit: int) -> str:
+    return (f"nn.Graph {name} has compiled more than graph.config.cache_limit = {limit} plans and evicts the "
+            "least recently used ones from now on; a graph that recompiles on every call runs slowly. It "
+            "compiles once per input signature (shapes, dtypes, non-number arguments) and whenever a guard "
+            "fails (graph.debug(1) says why): pad inputs to a few shapes, keep modules and optimizer "
+            "settings fixed, or raise graph.config.cache_limit.")

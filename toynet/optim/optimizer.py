@@ -93,47 +93,6 @@ class Optimizer(OptimizerState):
         """Pure update rule: ``(new_param, new_state)`` from toynet tensors, mutating nothing."""
         raise NotImplementedError(f"{type(self).__name__} must implement update()")
 
-    # ----------------------------------------------------------------------------- groups
-
-    def add_param_group(self, param_group: dict) -> None:
-        """Add a group of parameters with its own hyper-parameters (fine-tuning a new head, say)."""
-        if not isinstance(param_group, dict):
-            raise TypeError(f"a parameter group must be a dict, got {type(param_group).__name__}")
-        group = dict(param_group)
-        params = group.get("params")
-        if params is None:
-            raise ValueError("a parameter group needs a 'params' entry")
-        params = [params] if isinstance(params, Tensor) else list(params)
-        for p in params:
-            if not isinstance(p, Tensor):
-                raise TypeError(f"an optimizer can only optimize tensors, got {type(p).__name__}")
-            if p.is_lazy:
-                raise TypeError("cannot optimize a lazy tensor: build the optimizer from the module's "
-                                "parameters outside nn.Graph.build()")
-            if not p.is_leaf:
-                raise ValueError("can't optimize a non-leaf tensor (it was computed from other tensors); "
-                                 "optimize the leaf parameters it came from")
-            if not p.dtype.is_floating_point:
-                raise TypeError(f"can only optimize floating-point tensors, got {p.dtype}")
-        if len({id(p) for p in params}) != len(params):
-            raise ValueError("a parameter group lists the same parameter twice")
-        existing = {id(p) for g in self.param_groups for p in g["params"]}
-        if any(id(p) in existing for p in params):
-            raise ValueError("some parameters appear in more than one parameter group; each parameter may "
-                             "belong to one group only")
-        for name, default in self.defaults.items():
-            group.setdefault(name, default)
-        group["params"] = params
-        self._validate(group)
-        self.param_groups.append(group)
-
-    def group_of(self, param: Tensor) -> dict:
-        """The parameter group that holds ``param`` (init_state reads its hyper-parameters)."""
-        for group in self.param_groups:
-            if any(p is param for p in group["params"]):
-                return group
-        raise KeyError("this tensor is not one of the optimizer's parameters")
-
     # ----------------------------------------------------------------------------- eager step
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -168,15 +127,6 @@ class Optimizer(OptimizerState):
         _check_grad(p, p.grad)
         state = self.state[p] if p in self.state else self.init_state(p)
         return (p, *self.update(p, p.grad, state, group, group["lr"]))
-
-    # ----------------------------------------------------------------------------- printing
-
-    def __repr__(self) -> str:
-        lines = [f"{type(self).__name__} ("]
-        for i, group in enumerate(self.param_groups):
-            lines.append(f"Parameter Group {i}")
-            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
-        return "\n".join(lines + [")"])
 
 
 def commit(writes: list, inserts: list) -> None:

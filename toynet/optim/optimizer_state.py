@@ -1,5 +1,6 @@
-"""An optimizer's state dict: :meth:`OptimizerState.state_dict` and a :meth:`~OptimizerState.load_state_dict`
-that checks everything before it writes anything.
+"""An optimizer's parameter groups (``add_param_group``, checked as the constructor checks them) and its state
+dict: :meth:`OptimizerState.state_dict` and a :meth:`~OptimizerState.load_state_dict` that checks everything
+before it writes anything.
 
 PyTorch's format: ``{"state": {index: {slot: tensor}}, "param_groups": [{..., "params": [index]}]}``, the
 parameters numbered in order across groups. Loading validates the groups (their number, their sizes, every
@@ -24,7 +25,60 @@ from . import hyper as checks
 
 
 class OptimizerState:
-    """Saving and loading an optimizer's hyper-parameters and state (a base class of ``Optimizer``)."""
+    """An optimizer's parameter groups, and saving and loading its hyper-parameters and state (a base class of
+    ``Optimizer``)."""
+
+    # ----------------------------------------------------------------------------- groups
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters with its own hyper-parameters (fine-tuning a new head, say)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"a parameter group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
+        params = group.get("params")
+        if params is None:
+            raise ValueError("a parameter group needs a 'params' entry")
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"an optimizer can only optimize tensors, got {type(p).__name__}")
+            if p.is_lazy:
+                raise TypeError("cannot optimize a lazy tensor: build the optimizer from the module's "
+                                "parameters outside nn.Graph.build()")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf tensor (it was computed from other tensors); "
+                                 "optimize the leaf parameters it came from")
+            if not p.dtype.is_floating_point:
+                raise TypeError(f"can only optimize floating-point tensors, got {p.dtype}")
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError("a parameter group lists the same parameter twice")
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in existing for p in params):
+            raise ValueError("some parameters appear in more than one parameter group; each parameter may "
+                             "belong to one group only")
+        for name, default in self.defaults.items():
+            group.setdefault(name, default)
+        group["params"] = params
+        self._validate(group)
+        self.param_groups.append(group)
+
+    def group_of(self, param: Tensor) -> dict:
+        """The parameter group that holds ``param`` (init_state reads its hyper-parameters)."""
+        for group in self.param_groups:
+            if any(p is param for p in group["params"]):
+                return group
+        raise KeyError("this tensor is not one of the optimizer's parameters")
+
+    # ----------------------------------------------------------------------------- printing
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
+        return "\n".join(lines + [")"])
+
+    # ----------------------------------------------------------------------------- state dict
 
     def state_dict(self) -> dict:
         """PyTorch's format: ``{"state": {index: {slot: tensor}}, "param_groups": [{..., "params": [index]}]}``.
