@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import statistics
 import tempfile
 import time
@@ -129,7 +130,8 @@ def bench_recording(rounds: int) -> None:
 
 
 def bench_nn_graph_by_module(rounds: int, every_op: bool) -> None:
-    from toynet.viz.figures import mobilenet_graph
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from figures import mobilenet_graph
 
     seconds, graph = timed(mobilenet_graph, 2)
     print(f"\nMobileNetV2 training nn.Graph: traced, compiled and run once in {seconds:.2f} s "

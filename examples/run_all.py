@@ -53,9 +53,10 @@ def run_example(name: str, args: list[str]) -> bool:
 
 
 def make_figures() -> bool:
-    """Regenerate imgs/ with toynet's visualiser (toynet.viz.figures), if it is installed."""
+    """Regenerate imgs/ with toynet's visualiser (scripts/figures.py), if its tools are installed."""
     try:
-        from toynet.viz import figures
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import figures
     except ImportError as error:
         print(f"[main] figures skipped: {error}")
         return True

@@ -1,4 +1,4 @@
-"""toynet.viz.figures: the tutorials' figures, drawn by toynet: every file made, the same bytes each time,
+"""scripts/figures.py: the tutorials' figures, drawn by toynet: every file made, the same bytes each time,
 the construction steps in one layout, and files free of timestamps."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from PIL import Image, PngImagePlugin
 
 import toynet as flow
 from toynet import viz
-from toynet.viz import figures
+from scripts_on_path import figures
 
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
 

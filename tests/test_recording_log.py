@@ -13,7 +13,8 @@ import pytest
 
 import toynet as flow
 from toynet import viz
-from toynet.viz import figures, log_lines, style
+from scripts_on_path import figures
+from toynet.viz import log_lines, style
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
 

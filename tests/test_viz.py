@@ -616,7 +616,8 @@ def test_the_module_drawing_docstring_example_runs():
 
 @pytest.fixture(scope="module")
 def mobilenet_graph():
-    from toynet.viz.figures import mobilenet_graph
+    from scripts_on_path import figures
+    mobilenet_graph = figures.mobilenet_graph
 
     flow.manual_seed(0)
     return mobilenet_graph(batch=2)

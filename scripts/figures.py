@@ -1,7 +1,8 @@
 """The figures of the tutorials, drawn again by toynet from the very graphs it builds: ``imgs/``.
 
 :func:`make_all` writes every figure the seed tutorials show, plus two for the docs; the main job
-(examples/run_all.py) calls it as ``figures.make_all("imgs")``:
+(examples/run_all.py) calls it as ``figures.make_all("imgs")``, and ``python scripts/figures.py [out_dir]``
+runs it alone. It is a user of toynet's visualiser (``toynet.viz``), not part of the library:
 
 ==========================  ===================================================================
 ``compute_graph.png``       the autograd graph of the tutorial's example (x, w, b, z, l)
@@ -35,24 +36,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
-from .. import backend, nn
-from ..mode import set_fast_path
-from ..dynamic import functional
-from ..dynamic.creation import ones, randint, randn, tensor, zeros
-from ..optim import SGD
-from ..dynamic.tensor import Tensor
-from ..vision.models import mobilenet_v2
-from . import draw, draw_pass, picture_of  # toynet.viz's own functions (the package is loaded before this module)
-from .dot import to_digraph
-from .recording import Recorder, record
-from .rendering import to_png, to_svg
+import sys
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))   # (run from anywhere: the toynet beside this script)
+
+from toynet import backend, nn  # noqa: E402
+from toynet.dynamic import functional  # noqa: E402
+from toynet.dynamic.creation import ones, randint, randn, tensor, zeros  # noqa: E402
+from toynet.dynamic.tensor import Tensor  # noqa: E402
+from toynet.mode import set_fast_path  # noqa: E402
+from toynet.optim import SGD  # noqa: E402
+from toynet.viz import draw, draw_pass, picture_of  # noqa: E402
+from toynet.viz.dot import to_digraph  # noqa: E402
+from toynet.viz.recording import Recorder, record  # noqa: E402
+from toynet.viz.rendering import to_png, to_svg  # noqa: E402
+from toynet.vision.models import mobilenet_v2  # noqa: E402
 
 #: Longest side of the graph PNGs, in pixels (dot's default 96 dpi otherwise; big graphs are scaled down).
 MAX_PNG = 2400
 
 #: The part of the tutorial's ``import toynet as flow`` that its autograd example uses. The dynamic-graph GIF
 #: shows each recorded statement as its caption, so the statements must read as the tutorial writes them,
-#: ``flow.ones(1, 5)``; importing the toynet package itself from inside it would run an import back up.
+#: ``flow.ones(1, 5)``.
 flow = SimpleNamespace(ones=ones, randn=randn, zeros=zeros, matmul=functional.matmul, sum=functional.sum)
 
 #: Every file :func:`make_all` writes.
@@ -288,3 +294,7 @@ def _write_png(path: Path, data: bytes) -> Path:
     path.write_bytes(signature + b"".join(chunks))
     return path
 
+
+if __name__ == "__main__":
+    for path in make_all(sys.argv[1] if len(sys.argv) > 1 else ROOT / "imgs"):
+        print(path)
