@@ -7,7 +7,10 @@ folders to the files mkdocs builds, under the same paths as in the repository (`
 
 * the "Notebooks" section of the navigation, one entry per ``notebooks/*.ipynb``, in file-name order;
 * ``notebooks.md``: each notebook's title and first paragraph, where the page says ``<!-- notebooks -->``;
-* ``figures.md``: every picture in ``imgs/``, where the page says ``<!-- figures -->``.
+* ``figures.md``: every picture in ``imgs/``, where the page says ``<!-- figures -->``;
+* ``how-it-works.md``: the passes of each path, read from the pipeline itself, where the page says
+  ``<!-- passes -->``, and what one training step runs (``scripts/lesson_path.py``), where it says
+  ``<!-- lesson-path -->``: numbers measured when the site is built, never typed in.
 
 They also make the site read well offline, with nothing fetched from the internet:
 
@@ -30,8 +33,10 @@ from __future__ import annotations
 import html
 import json
 import posixpath
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -186,7 +191,63 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         markdown = markdown.replace("<!-- notebooks -->", notebook_list())
     if "<!-- figures -->" in markdown:
         markdown = markdown.replace("<!-- figures -->", figure_gallery())
+    if "<!-- passes -->" in markdown:
+        markdown = markdown.replace("<!-- passes -->", pass_table())
+    if "<!-- lesson-path -->" in markdown:
+        markdown = markdown.replace("<!-- lesson-path -->", lesson_path_table())
     return markdown
+
+
+def pass_table() -> str:
+    """The passes of the lesson pipeline, then what the fast path adds or replaces, in the order they run: each
+    pass's name, its module, and the first sentence of its docstring (what it does)."""
+    import toynet
+    from toynet.static import passes
+
+    def pipeline(fast: bool) -> list:
+        with toynet.set_fast_path(fast):
+            return passes.default_pipeline()
+
+    def what(run) -> str:
+        text = " ".join((run.__doc__ or "").split("\n\n")[0].split())
+        text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
+        return text
+
+    lesson, fast = pipeline(False), pipeline(True)
+    rows = ["| pass | path | module | what it does |", "|---|---|---|---|"]
+    for run in (p for p in fast if p.name != "ChooseKernels"):   # (listed after fusion, as opt-in)
+        same = [p for p in lesson if p.name == run.name]
+        where = "lesson" if same and same[0] is run else "fast, in the lesson's place" if same else "fast"
+        if same and same[0] is not run:
+            rows.append(f"| `{run.name}` | lesson | `{same[0].__module__}` | {what(same[0])} |")
+        rows.append(f"| `{run.name}` | {where} | `{run.__module__}` | {what(run)} |")
+        if run.name == "FuseElementwise":
+            timing = passes.PASSES["ChooseKernels"]
+            rows.append(f"| `ChooseKernels` | fast, opt-in | `{timing.__module__}` | {what(timing)} |")
+    return "\n".join(rows) + ("\n\nThe lesson path runs the rows marked *lesson*, in this order; the fast path runs "
+                              "every row but the lesson's own where it has its own. `ChooseKernels` runs only in a "
+                              "graph that asks for it: `graph.config.enable_pass(\"ChooseKernels\")`.")
+
+
+def lesson_path_table() -> str:
+    """What one poly-fit training step runs, on each path: ``scripts/lesson_path.py --json``, run now."""
+    rows = ["| one poly-fit step | lesson path: lines | files | fast path: lines | files |", "|---|---|---|---|---|"]
+    runs = {}
+    for fast in ("0", "1"):
+        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "lesson_path.py"), "--json"], cwd=ROOT,
+                              capture_output=True, text=True, env={**os.environ, "TOYNET_FAST": fast})
+        if done.returncode != 0:
+            raise PluginError(f"scripts/lesson_path.py failed:\n{done.stderr[-2000:]}")
+        runs[fast] = json.loads(done.stdout)
+    for key, label in (("eager_step", "Eager step"), ("graph_first_call", "first Graph call (trace, optimise, "
+                                                      "compile, run)"), ("graph_later_call", "later Graph call")):
+        a, b = runs["0"][key], runs["1"][key]
+        rows.append(f"| {label} | {a['lines']} | {a['files']} | {b['lines']} | {b['files']} |")
+    a, b = runs["0"]["files_that_run"], runs["1"]["files_that_run"]
+    rows.append(f"| the files that run hold | {a['lines_in_them']} lines | {a['files']} | {b['lines_in_them']} lines "
+                f"| {b['files']} |")
+    rows.append(f"| lines run under a `fast/` folder | {runs['0']['fast_lines_run']} | | {runs['1']['fast_lines_run']} | |")
+    return "\n".join(rows)
 
 
 def notebook_list() -> str:

@@ -320,6 +320,7 @@ def graph_pass(name: str) -> Callable[[Callable[..., Graph]], Pass]:
         def graph_pass(graph: Graph, **options: Any) -> tuple[Graph, PassReport]:
             return timed(name, lambda copy, report: run(copy, report, **options), graph)
         graph_pass.__name__, graph_pass.__qualname__, graph_pass.__doc__ = run.__name__, run.__qualname__, run.__doc__
+        graph_pass.__module__ = run.__module__
         graph_pass.name = name  # type: ignore[attr-defined]
         PASSES[name] = graph_pass
         return graph_pass

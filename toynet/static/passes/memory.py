@@ -77,7 +77,10 @@ def aligned(size: int) -> int:
 
 @graph_pass("PlanMemory")
 def plan_memory(graph: Graph, report: PassReport) -> Graph:
-    """Attach a :class:`MemoryPlan` to the graph as ``graph.memory`` (the ops are unchanged)."""
+    """Decide before anything runs which buffer each value is written into: buffers reused by exact size, in place
+    where safe, state updates staged to the end.
+
+    The plan is attached to the graph as ``graph.memory`` (a :class:`MemoryPlan`); the ops are unchanged."""
     plan, ops = MemoryPlan(), [n for n in graph.nodes if n.kind == OP]
     updated, outputs = {id(n) for n in graph.updates.values()}, {id(n) for n in graph.outputs}
     # When each value is last read. A view's reads are its base's: it shows the base's memory.

@@ -190,7 +190,10 @@ def _copies(graph: Graph, life: _Lifetimes, plan: MemoryPlan) -> None:
 
 @graph_pass("PlanMemory")
 def plan_memory(graph: Graph, report: PassReport) -> Graph:
-    """Attach a :class:`MemoryPlan` to the graph as ``graph.memory`` (the ops are unchanged)."""
+    """Pack the buffers tighter: each at the lowest offset free during its whole lifetime, largest first, as
+    TensorFlow Lite plans.
+
+    The plan is attached to the graph as ``graph.memory`` (a :class:`MemoryPlan`); the ops are unchanged."""
     plan = MemoryPlan()
     life = _lifetimes(graph)
     _extend_through_views(life)

@@ -90,7 +90,8 @@ def _path_to_one_factor(start: Node, users: dict, roots: set) -> tuple[list[Node
 
 @graph_pass("ReassociateScalars")
 def reassociate_scalars(graph: Graph, report: PassReport) -> Graph:
-    """A scalar factor moves across linear ops to meet another one (see the module docstring)."""
+    """Move a scalar factor across the ops linear in what it scales to meet another one: plain SGD's learning
+    rate joins the loss gradient's factor 2 in one 0-d product (see the module docstring)."""
     users = graph.users()
     roots = {id(n) for n in graph.roots()}
     position = {id(n): k for k, n in enumerate(graph.nodes)}
