@@ -16,9 +16,7 @@ from .import_ops import IMPORTERS, importer, refuse
 def _gemm(b, args, attrs):
     a, w = args[0], args[1]
     c = args[2] if len(args) > 2 else None
-    plain = attrs.get("alpha", 1.0) == 1.0 and attrs.get("beta", 1.0) == 1.0 and not attrs.get("transA", 0)
-    if plain and attrs.get("transB", 0) and (c is None or c.shape == (w.shape[0],)):
-        return b.op("linear", a, w, *([c] if c is not None else []))  # x @ W^T + b: toynet's nn.Linear
+    # Plain ops only (permute, matmul, mul, add), as nn.Linear itself traces on the lesson path.
     if attrs.get("transA", 0):
         a = b.op("permute", a, dims=(1, 0))
     if attrs.get("transB", 0):
