@@ -91,7 +91,7 @@ def to_dtype(spec: Any) -> DType:
 def dtype_of(array: Any) -> DType:
     """The toynet dtype of a NumPy/CuPy array."""
     try:
-        return _DTYPE_BY_ARRAY_DTYPE[array.dtype]  # every new tensor asks: keep it one look-up
+        return _DTYPE_BY_ARRAY_DTYPE[array.dtype]
     except KeyError:
         pass
     return dtype_of_array_dtype(array.dtype)  # not a toynet dtype: this raises the error
@@ -268,7 +268,7 @@ def to_device_obj(spec: Any) -> Device:
     """Accept a :class:`Device`, a string, or ``None`` (the CPU)."""
     if spec is None:
         return CPU
-    return spec if isinstance(spec, Device) else Device(spec)  # Device(device) works too, at twice the cost
+    return spec if isinstance(spec, Device) else Device(spec)
 
 
 # ------------------------------------------------------------------------- transfers and array helpers

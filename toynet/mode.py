@@ -15,7 +15,7 @@ op table up to the visualiser, can import it at the top without making a circle:
   kernel choice, a generated repeat call...). The environment variable ``TOYNET_FAST`` sets it when toynet
   is imported, :func:`set_fast_path` at any time; :func:`fast_replacements` lists what it swaps.
 
-The values are plain module attributes, read on every op, so they cost one attribute lookup.
+The values are plain module attributes, read on every op.
 """
 
 from __future__ import annotations

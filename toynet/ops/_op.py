@@ -98,8 +98,7 @@ def apply(op: Op, *inputs: Any, **attrs: Any) -> Any:
     """``toynet.dynamic.tensor.apply``, for vjp rules that need an op with no tensor method.
 
     tensor.py imports this op table, so the op modules cannot import tensor.py back; tensor.py hands
-    its ``apply`` over (``_apply``) once it has loaded. (An import inside every vjp would cost a
-    microsecond on every backward.)
+    its ``apply`` over (``_apply``) once it has loaded.
     """
     return _apply(op, *inputs, **attrs)
 
