@@ -230,3 +230,29 @@ def test_random_call_sequences_stay_bounded_and_right(calls, limit):
                 np.testing.assert_allclose(out.numpy(), (model(x) * scale).numpy(), rtol=1e-5, atol=1e-6)
             assert len(graph._compiled) <= limit
     assert len(graph._compiled) == min(limit, len({b for b, _ in calls}))
+
+
+def test_switching_back_to_a_shape_reuses_its_plan_with_plain_sgd():
+    """Plain SGD keeps an empty state per parameter: compiling for a new shape must not replace it, or every
+    plan compiled before fails its guard and switching back and forth compiles on every switch."""
+    model = nn.Linear(3, 1)
+    graph = _PlainTrain(model, flow.optim.SGD(model.parameters(), lr=0.1))
+    small, large = (flow.randn(4, 3), flow.randn(4, 1)), (flow.randn(8, 3), flow.randn(8, 1))
+    compiled = []
+    for x, y in (small, large, small, large):
+        before = len(graph._compiled)
+        graph(x, y)
+        compiled.append(len(graph._compiled) > before)
+    assert compiled == [True, True, False, False]
+
+
+class _PlainTrain(nn.Graph):
+    def __init__(self, model, optimizer):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(optimizer)
+
+    def build(self, x, y):
+        loss = ((self.model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss

@@ -111,7 +111,9 @@ def trace_updates(tracer: Tracer, graph: Any) -> None:
                         f"optimizer.step() refuses the same step). The call's inputs: {_inputs_text(tracer)}. "
                         "Give the graph inputs of the parameters' dtype (x.float() or x.to(flow.float32)), "
                         "or convert the model to the inputs' dtype (model.double()).")
-                state = optimizer.state[p] = optimizer.state.get(p) or optimizer.init_state(p, group)
+                if p not in optimizer.state:   # (the very dict it holds after: a new one would fail the guards)
+                    optimizer.state[p] = optimizer.init_state(p, group)
+                state = optimizer.state[p]
                 lazy_state = {k: _slot(tracer, optimizer, name, k, v) for k, v in state.items()}
                 # Update ops are named after their parameter, and say which rule made them.
                 with tracer.scope(name, source=f"{type(optimizer).__name__}.update"):
