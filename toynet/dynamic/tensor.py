@@ -185,7 +185,7 @@ class Tensor:
 
     @property
     def shape(self) -> Size:
-        return _as_size(self.array.shape if self.node is None else self.node.shape)
+        return tuple.__new__(Size, self.array.shape if self.node is None else self.node.shape)
 
     @property
     def dtype(self) -> DType:

@@ -129,7 +129,8 @@ class TensorMethods:
         start, end = normalize_dim("flatten", start_dim, len(shape)), normalize_dim("flatten", end_dim, len(shape))
         if start > end:
             raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-        return self.reshape(shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:])
+        new = shape[:start] + (math.prod(shape[start:end + 1]),) + shape[end + 1:]
+        return self if new == self.shape else apply(_RESHAPE, self, shape=new)
 
     def unsqueeze(self, dim: int) -> "Tensor":
         shape = tuple(self.shape)

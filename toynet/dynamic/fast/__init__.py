@@ -1,4 +1,5 @@
-"""The fast path of the dynamic design: skip this folder on a first reading. :mod:`.backward` is a backward
-walk tuned for small models (a chain found without a walk, leaf gradients adopted instead of copied)."""
+"""The fast path of the dynamic design: skip this folder on a first reading. :mod:`.apply` is the door in one
+loop over the inputs; :mod:`.backward` is a backward walk tuned for small models (a chain found without a
+walk, leaf gradients adopted instead of copied)."""
 
-from . import backward  # noqa: F401
+from . import apply, backward  # noqa: F401

@@ -3,10 +3,15 @@ runs instead of the plain ops of :mod:`toynet.nn.functional`, to the same values
 
 from __future__ import annotations
 
-from ...dynamic.tensor import Tensor, apply
+from ...dynamic.fast.apply import fast_apply as apply
+from ...dynamic.tensor import Tensor
 from ...mode import fast_replacement
 from ...ops.fast.fused import Linear, MseLoss
-from .. import functional
+from .. import functional, functional_vision
+
+# The fast door for the functions of toynet.nn that call it by name (see toynet.dynamic.fast.apply).
+fast_replacement(functional, "apply")(apply)
+fast_replacement(functional_vision, "apply")(apply)
 
 
 @fast_replacement(functional, "linear")
