@@ -23,6 +23,7 @@ from .. import autograd
 from ..autograd import GradFn
 from ..autograd_errors import mixed_float_error as _mixed_float_error
 from ..autograd import check_saved
+from ..tensor import Tensor
 
 
 def _order(roots: Sequence[GradFn]) -> list[GradFn]:
@@ -164,3 +165,20 @@ def _accumulate_leaf(leaf: Any, g: Any, create_graph: bool, adopted: set | None)
     else:
         leaf.grad = leaf.grad + g
 
+
+
+_lesson_backward = autograd.backward
+
+
+@fast_replacement(autograd, "backward")
+def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
+             create_graph: bool = False) -> None:
+    """``loss.backward()`` on one eager loss, the usual call, with its seed made directly (a ones array like
+    the loss); anything else goes the lesson's way, which checks the roots and seeds in general."""
+    if grad_tensors is None and isinstance(tensors, Tensor) and tensors.node is None and tensors.grad_fn is not None \
+            and tensors.array.size == 1:
+        seed = Tensor.wrap(tensors.device.xp.ones_like(tensors.array), tensors.device)
+        autograd.run_backward([tensors], [seed], retain_graph=create_graph if retain_graph is None else retain_graph,
+                              create_graph=create_graph)
+    else:
+        _lesson_backward(tensors, grad_tensors, retain_graph, create_graph)
