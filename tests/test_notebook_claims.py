@@ -212,7 +212,16 @@ def is_path(span: str) -> bool:
     return bool(PATH_LIKE.match(span) and ("/" in span or FILE_NAME.match(span)))
 
 
+def generated_folders() -> set[str]:
+    """Folders the repository declares as made at run time (anchored entries of .gitignore such as `/data/`):
+    a fresh clone has none of them, yet prose may name them as where data or outputs go."""
+    lines = (ROOT / ".gitignore").read_text().splitlines()
+    return {line.strip("/") + "/" for line in lines if line.startswith("/") and line.endswith("/")}
+
+
 def path_exists(span: str) -> bool:
+    if span in generated_folders() or span.split("/")[0] + "/" in generated_folders():
+        return True
     return any((base / span).exists() for base in (ROOT, NOTEBOOK_DIR))
 
 
