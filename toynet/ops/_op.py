@@ -160,7 +160,7 @@ def normalize_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...]:
     """``None`` means all dimensions; an int or a sequence is normalised and sorted."""
     if dims is None:
         return tuple(range(ndim))
-    if isinstance(dims, int):
+    if isinstance(dims, (int, backend.host.integer)):  # (NumPy integers too, as Python takes them)
         dims = (dims,)
     out = tuple(sorted({normalize_dim(op, d, ndim) for d in dims}))
     return out

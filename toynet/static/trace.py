@@ -166,7 +166,10 @@ class Tracer:
         a ``decompose`` rule is traced as that decomposition: its simpler ops are recorded in its place."""
         if op.decompose is not None:
             return op.decompose(*inputs, **attrs)
-        args = [self.lazy(x) if isinstance(x, Tensor) else x for x in inputs]
+        # A NumPy array is a constant and a NumPy scalar a Python number, as in Eager mode: the plan's code and a
+        # saved graph only ever hold plain numbers (`scores / np.sqrt(d)` in build()). (Ops' attributes are
+        # made plain data by the methods that take them: normalize_dim and the shape arguments.)
+        args = [self.lazy(x) if isinstance(x, Tensor) else x if type(x) in _PLAIN else self.operand(x) for x in inputs]
         if self.phase == BACKWARD and self.grad_of is not None:  # a backward node joins its forward op's module
             scope, source = self.grad_of.scope, f"grad of {self.grad_of.name}"
         else:
@@ -191,6 +194,12 @@ class Tracer:
             result.grad_fn = GradFn(op, tuple(args), attrs, weakref.ref(result) if op.saves_output else None)
             self.node_of_fn[result.grad_fn] = node
         return result
+
+    def operand(self, x: Any) -> Any:
+        """An op's argument that is not a tensor: a NumPy array becomes a constant, NumPy scalars Python numbers."""
+        if isinstance(x, backend.host.ndarray):
+            return self.constant((self.device or backend.CPU).xp.asarray(x), self.device or backend.CPU, "NumPyArray")
+        return plain_numbers(x)
 
     def _weak(self, op: Any, args: list, attrs: dict, source: str) -> str:
         """Whether some (``"some"``) or all (``"all"``) of the op's tensor arguments are Python numbers of the call
@@ -400,6 +409,17 @@ def flatten_call(args: tuple, kwargs: dict, static: frozenset = frozenset(), nam
     positional = tuple([_walk(a, leaves, i >= len(names) or names[i] not in static) for i, a in enumerate(args)])
     keywords = tuple([(k, _walk(v, leaves, k not in static)) for k, v in kwargs.items()])
     return leaves, ("tuple", (("tuple", positional), ("dict", keywords)))
+
+
+_NUMPY_SCALARS = (backend.host.number, backend.host.bool_)
+_PLAIN = (int, float, bool, type(None))
+
+
+def plain_numbers(value: Any) -> Any:
+    """NumPy scalars (``np.float32(0.5)``, also inside tuples and lists) made Python numbers."""
+    if type(value) in (tuple, list):
+        return type(value)(map(plain_numbers, value))
+    return value.item() if isinstance(value, _NUMPY_SCALARS) else value
 
 
 def _host_tensor(value: Any) -> Tensor:
