@@ -466,3 +466,16 @@ def test_fuzzed_arrays_npz_loads_a_working_graph_or_raises_checkpoint_error(save
     (root / "arrays.npz").write_bytes(bytes(blob))
     reseal(root)
     check_fuzzed(root, tmp_path / "INJECTED_CODE_RAN")
+
+
+def test_attributes_left_at_their_defaults_load_on_both_paths(saved, tmp_path):
+    """A saved op may leave out attributes that have their default (``groups`` of a convolution): every pass,
+    the fast path's layout planning too, reads the op's default then (found by the fuzzer above)."""
+    structure = json.loads((saved[0] / "structure.json").read_text())
+    convs = [path for path, node in enumerate(structure["graph"]["nodes"]) if "groups" in node.get("attrs", {})]
+    assert convs, "the saved model has convolutions"
+    root = copy_of(saved, tmp_path, lambda s: mutate(s, [(("graph", "nodes", k, "attrs", "groups"), "delete", None)
+                                                         for k in convs], tmp_path / "unused"))
+    for fast in (False, True):
+        with flow.set_fast_path(fast):
+            np.testing.assert_allclose(flow.load(root)(X).numpy(), flow.load(saved[0])(X).numpy(), rtol=1e-5)

@@ -49,8 +49,9 @@ def _conv_shapes(node: Node) -> tuple | None:
 
 def _nhwc_conv(node: Node) -> bool:
     shapes = _conv_shapes(node)
-    return (shapes is not None and node.dtype.is_floating_point
-            and kernel_for(shapes[0], shapes[1], node.attrs["padding"], node.attrs["groups"]) != "dense")
+    # (The forward's defaults: a saved graph may leave out attributes that have their default value.)
+    padding, groups = node.attrs.get("padding", (0, 0)), node.attrs.get("groups", 1)
+    return shapes is not None and node.dtype.is_floating_point and kernel_for(*shapes, padding, groups) != "dense"
 
 
 def _activation_inputs(node: Node) -> tuple:
