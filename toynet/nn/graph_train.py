@@ -25,6 +25,7 @@ from .. import backend
 from ..static.compile import commit
 from ..static.trace import Tracer
 from ..dynamic.tensor import Tensor
+from ..optim.clip_grad import CLIP_MAX_NORM, clip_traced
 from ..utils.interrupts import defer_interrupts
 from .graph_amp import unscale_and_check
 
@@ -77,8 +78,8 @@ def _inputs_text(tracer: Tracer) -> str:
 
 def trace_updates(tracer: Tracer, graph: Any) -> None:
     """Record one step of ``graph`` (an nn.Graph)'s updates: the step counter's, then each of its optimizers'
-    update of each parameter that received a gradient. With a grad scaler the gradients are unscaled first,
-    and a step with an inf/NaN gradient keeps every state."""
+    update of each parameter that received a gradient. With a grad scaler the gradients are unscaled first, and
+    a step with an inf/NaN gradient keeps every state; a group with clip_grad_max_norm has its gradients clipped."""
     device, bindings, scaler = tracer.device or backend.CPU, graph._optimizers, graph._grad_scaler
     grads = tracer.gradients()
     keep = lambda new, old: new  # noqa: E731  (with loss scaling: the old value if a gradient overflowed)
@@ -88,9 +89,11 @@ def trace_updates(tracer: Tracer, graph: Any) -> None:
     with tracer.scope(TRAIN_STEP, source="step counter"):
         tracer.update(TRAIN_STEP, tracer.add_state(TRAIN_STEP, "system", graph._train_step_tensor(device)) + 1)
     for i, binding in enumerate(bindings):
-        optimizer = binding.optimizer
+        optimizer, states = binding.optimizer, binding.optimizer.state  # (new slots go in: the guards read it)
         for g, (group, lr_tensor) in enumerate(zip(optimizer.param_groups, binding.lr_tensors_on(device))):
             lr = tracer.add_state(f"System-Train-LearningRate-{i}-{g}", "system", lr_tensor)
+            if CLIP_MAX_NORM in group:  # OneFlow's per-group clipping, before the updates (toynet.optim.clip_grad)
+                grads = clip_traced(tracer, f"System-Train-ClipGrad-{i}-{g}", group, grads, names)
             for p in group["params"]:
                 name = names.get(id(p))
                 if name is None:
@@ -111,9 +114,7 @@ def trace_updates(tracer: Tracer, graph: Any) -> None:
                         f"optimizer.step() refuses the same step). The call's inputs: {_inputs_text(tracer)}. "
                         "Give the graph inputs of the parameters' dtype (x.float() or x.to(flow.float32)), "
                         "or convert the model to the inputs' dtype (model.double()).")
-                if p not in optimizer.state:   # (the very dict it holds after: a new one would fail the guards)
-                    optimizer.state[p] = optimizer.init_state(p, group)
-                state = optimizer.state[p]
+                state = states[p] if p in states else states.setdefault(p, optimizer.init_state(p, group))
                 lazy_state = {k: _slot(tracer, optimizer, name, k, v) for k, v in state.items()}
                 # Update ops are named after their parameter, and say which rule made them.
                 with tracer.scope(name, source=f"{type(optimizer).__name__}.update"):

@@ -66,9 +66,14 @@ class Adam(Optimizer):
             return "holds a step count that is not a whole number >= 0"
         return None
 
+    #: Weight decay as L2 (added to the gradient: Adam) or decoupled (the weights shrink directly: AdamW).
+    decoupled_weight_decay: ClassVar[bool] = False
+
     def update(self, param: Tensor, grad: Tensor, state: dict, group: dict, lr: Any) -> tuple[Tensor, dict]:
         beta1, beta2 = group["betas"]
-        if group["weight_decay"] != 0:
+        if group["weight_decay"] != 0 and self.decoupled_weight_decay:
+            param = param * (1 - lr * group["weight_decay"])
+        elif group["weight_decay"] != 0:
             grad = grad + group["weight_decay"] * param
         step = state["step"] + 1
         exp_avg = beta1 * state["exp_avg"] + (1 - beta1) * grad

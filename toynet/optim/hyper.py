@@ -14,6 +14,9 @@ from typing import Any
 #: Keys a parameter group may hold besides the optimizer's own hyper-parameters and ``"params"``:
 #: ``"initial_lr"`` is added by learning-rate schedulers.
 SCHEDULER_KEYS = ("initial_lr",)
+#: OneFlow's per-group gradient clipping: a group holding ``"clip_grad_max_norm"`` has its gradients scaled
+#: so that their total ``"clip_grad_norm_type"``-norm is at most that (see :mod:`toynet.optim.clip_grad`).
+CLIP_MAX_NORM, CLIP_NORM_TYPE = "clip_grad_max_norm", "clip_grad_norm_type"
 
 
 def short_repr(value: Any, limit: int = 60) -> str:
@@ -41,12 +44,35 @@ def flag(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {short_repr(value)}")
 
 
-def check_lr(hyper: dict) -> None:
-    """The checks every optimizer shares: ``lr`` and a scheduler's ``initial_lr``."""
+def check_common(hyper: dict) -> None:
+    """The checks every optimizer shares: ``lr``, a scheduler's ``initial_lr``, and the clipping keys."""
     if "lr" in hyper:
         in_range("lr", hyper["lr"], "learning rate")
     if "initial_lr" in hyper:
         in_range("initial_lr", hyper["initial_lr"], "initial learning rate")
+    check_clip(hyper)
+
+
+def check_clip(hyper: dict) -> None:
+    """A group's ``clip_grad_max_norm`` is a positive finite number, and its ``clip_grad_norm_type`` a positive
+    number or ``inf`` (``float("inf")``: the largest absolute value); a norm type alone is refused."""
+    if CLIP_MAX_NORM in hyper:
+        value = real(CLIP_MAX_NORM, hyper[CLIP_MAX_NORM])
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"clip_grad_max_norm must be a positive finite number, got {value}")
+    elif CLIP_NORM_TYPE in hyper:
+        raise ValueError("a parameter group has clip_grad_norm_type but no clip_grad_max_norm: give both (the "
+                         "group's gradients are clipped to that norm), or neither")
+    if CLIP_NORM_TYPE in hyper:
+        norm_type(hyper[CLIP_NORM_TYPE], CLIP_NORM_TYPE)
+
+
+def norm_type(value: Any, name: str = "norm_type") -> float:
+    """``value`` as the order p of a p-norm: a positive number, or ``inf``; ``ValueError``/``TypeError`` if not."""
+    p = real(name, value)
+    if not p > 0:   # (NaN fails too)
+        raise ValueError(f"{name} must be a positive number or inf (float('inf')), got {p}")
+    return float(p)
 
 
 def check_extra(key: Any, value: Any, known: Any) -> None:

@@ -77,7 +77,7 @@ class Optimizer(OptimizerState):
     def _validate(self, hyper: dict) -> None:
         """Raise ``ValueError`` for impossible hyper-parameters (``Invalid learning rate: -1``) and
         ``TypeError`` for ones of the wrong type (``lr="fast"``); subclasses extend it."""
-        checks.check_lr(hyper)
+        checks.check_common(hyper)
 
     def init_state(self, param: Tensor, group: dict | None = None) -> dict[str, Tensor]:
         """The fresh state slots of one parameter (before its first step), for the settings of ``group``

@@ -1,6 +1,6 @@
-"""An optimizer's parameter groups (``add_param_group``, checked as the constructor checks them) and its state
-dict: :meth:`OptimizerState.state_dict` and a :meth:`~OptimizerState.load_state_dict` that checks everything
-before it writes anything.
+"""An optimizer's parameter groups (``add_param_group``, checked as the constructor checks them; OneFlow's
+per-group gradient clipping, ``clip_grad``) and its state dict: :meth:`OptimizerState.state_dict` and a
+:meth:`~OptimizerState.load_state_dict` that checks everything before it writes anything.
 
 PyTorch's format: ``{"state": {index: {slot: tensor}}, "param_groups": [{..., "params": [index]}]}``, the
 parameters numbered in order across groups. Loading validates the groups (their number, their sizes, every
@@ -58,9 +58,20 @@ class OptimizerState:
                              "belong to one group only")
         for name, default in self.defaults.items():
             group.setdefault(name, default)
+        if checks.CLIP_MAX_NORM in group:   # OneFlow's per-group clipping: the Euclidean norm unless given
+            group.setdefault(checks.CLIP_NORM_TYPE, 2.0)
         group["params"] = params
         self._validate(group)
         self.param_groups.append(group)
+
+    def clip_grad(self, error_if_nonfinite: bool = True) -> None:
+        """OneFlow's per-group gradient clipping, in Eager mode: for each group that holds
+        ``clip_grad_max_norm``, scale its gradients so that their total ``clip_grad_norm_type``-norm is at most
+        that (see :mod:`toynet.optim.clip_grad`). Call it after ``backward()`` and before ``step()``; an
+        ``nn.Graph`` does the same inside its compiled step. A non-finite norm raises (OneFlow's
+        ``error_if_nonfinite=True``) before any gradient changed."""
+        from .clip_grad import clip_groups   # (clip_grad.py reads optimizer.py, which reads this file)
+        clip_groups(self, error_if_nonfinite)
 
     def group_of(self, param: Tensor) -> dict:
         """The parameter group that holds ``param`` (init_state reads its hyper-parameters)."""
