@@ -89,8 +89,13 @@ def clip_coefficient(norm: Tensor, max_norm: float) -> Tensor:
 def clipped(grads: list[Tensor], max_norm: float, norm_type: float) -> tuple[Tensor, list[Tensor]]:
     """The total norm of ``grads`` and the clipped gradients (new tensors; nothing is written)."""
     norm = total_norm(grads, norm_type)
+    return norm, scaled(grads, norm, max_norm)
+
+
+def scaled(grads: list[Tensor], norm: Tensor, max_norm: float) -> list[Tensor]:
+    """``grads`` (whose total norm is ``norm``) clipped to ``max_norm``: new tensors."""
     coef = clip_coefficient(norm, max_norm)
-    return norm, [g * _like(coef, g) for g in grads]
+    return [g * _like(coef, g) for g in grads]
 
 
 def group_settings(group: dict) -> tuple[float, float]:
@@ -176,12 +181,12 @@ def clip_groups(optimizer: Any, error_if_nonfinite: bool = True) -> None:
 
 def _clip_eager(grads: list[Tensor], max_norm: float, norm_type: float, error_if_nonfinite: bool, where: str
                 ) -> tuple[Tensor, list[Tensor]]:
-    norm, new = mode.call_with_grad_mode(False, clipped, grads, max_norm, norm_type)
+    norm = mode.call_with_grad_mode(False, total_norm, grads, norm_type)
     if error_if_nonfinite and not math.isfinite(float(norm.item())):
         raise RuntimeError(f"The total norm of order {norm_type} for the gradients{where} is non-finite "
                            f"({float(norm.item())}), so it cannot be clipped; no gradient was changed. To scale the "
                            "gradients by the non-finite norm anyway, pass error_if_nonfinite=False.")
-    return norm, new
+    return norm, mode.call_with_grad_mode(False, scaled, grads, norm, max_norm)
 
 
 def _write(grads: list[Tensor], new: list[Tensor], writer: str) -> None:

@@ -7,7 +7,9 @@ Call ``scheduler.step()`` once per epoch (or per iteration), *after* ``optimizer
         train_one_epoch()              # calls optimizer.step() many times
         scheduler.step()               # lr: 0.1 for epochs 0-29, 0.01 for 30-59, ...
 
-Each scheduler has two forms of its formula, as in PyTorch:
+Warm-up and schedules in sequence (``LinearLR``, ``SequentialLR``, ``CosineDecayLR``, ``WarmupLR``) are in
+:mod:`toynet.optim.lr_warmup`, and reached from here too. Each scheduler has two forms of its formula, as in
+PyTorch:
 
 * :meth:`LRScheduler.get_lr`, the *chainable* form used by ``step()``: the next lr is computed from the
   current ``group["lr"]``, so a change made by hand (or by another scheduler) carries on;
@@ -86,6 +88,15 @@ class LRScheduler:
             for group, lr in zip(groups, values):
                 group["lr"] = lr
             self._last_lr = [group["lr"] for group in groups]
+
+    @property
+    def last_step(self) -> int:
+        """OneFlow's name for :attr:`last_epoch` (OneFlow's schedulers count steps)."""
+        return self.last_epoch
+
+    @last_step.setter
+    def last_step(self, value: int) -> None:
+        self.last_epoch = value
 
     def get_last_lr(self) -> list[float]:
         """The learning rates set by the last ``step()``, one per parameter group."""
@@ -292,3 +303,6 @@ class LambdaLR(LRScheduler):
 
     def state_dict(self) -> dict[str, Any]:
         return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
+
+
+from .lr_warmup import CosineDecayLR, LinearLR, SequentialLR, WarmupLR  # noqa: E402,F401  (they build on the above)
