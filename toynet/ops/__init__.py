@@ -14,3 +14,4 @@ from . import cumulative  # noqa: F401  (ONNX's CumSum)
 from . import fast  # noqa: F401  (the fast path's ops: fused ones, and the convolutions only its passes write)
 from . import instance_norm, padding, upsample  # noqa: F401  (the style-transfer network's ops)
 from ._op import OPS, Op, ShapeError, register  # noqa: F401
+from . import embedding, gather, gelu, layer_norm  # noqa: F401  (the transformer's ops)

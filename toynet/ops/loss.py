@@ -13,6 +13,11 @@ def _check_reduction(op: str, reduction: str) -> None:
         raise ShapeError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
+def _check_smoothing(label_smoothing: float) -> None:
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ShapeError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+
+
 def _check_indices(op: str, dtype: backend.DType, hint: str = "") -> None:
     if dtype.is_floating_point or dtype is backend.bool_:
         raise ShapeError(f"{op}: needs integer class indices (int64), got a {dtype} tensor; convert it with "
@@ -57,13 +62,19 @@ class CrossEntropy(Op):
     after shifting the logits by their maximum so ``exp`` never overflows. Targets equal to
     ``ignore_index`` contribute nothing, and ``reduction="mean"`` divides by the number of the others
     (as PyTorch). vjp: ``(softmax(logits) - one_hot(target)) * g``, divided by that count for the mean.
+
+    ``label_smoothing`` ``e`` (PyTorch's definition) aims at ``1 - e`` on the target plus ``e / C`` spread over
+    all ``C`` classes: ``loss = (1 - e) * nll + e / C * sum_c(logsumexp - logits[c])``, which is
+    ``logsumexp - (1 - e) logits[target] - e * mean_c(logits[c])``; the one-hot of the vjp becomes
+    ``(1 - e) * one_hot + e / C``.
     """
 
     name = "cross_entropy"
     nondifferentiable = (1,)
 
-    def forward(self, xp, logits, target, reduction="mean", ignore_index=-100):
+    def forward(self, xp, logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0):
         _check_reduction(self.name, reduction)  # eager mode runs infer only after a failure
+        _check_smoothing(label_smoothing)
         classes = logits.shape[1]
         valid = target != ignore_index
         out_of_range = valid & ((target < 0) | (target >= classes))
@@ -74,6 +85,8 @@ class CrossEntropy(Op):
         shifted = logits - xp.max(logits, axis=1, keepdims=True)
         log_total = xp.log(xp.sum(xp.exp(shifted), axis=1))
         picked = xp.take_along_axis(shifted, xp.expand_dims(xp.where(valid, target, 0), 1), axis=1)
+        if label_smoothing:
+            picked = picked * (1.0 - label_smoothing) + xp.mean(shifted, axis=1, keepdims=True) * label_smoothing
         losses = xp.where(valid, log_total - picked[:, 0], 0)
         if reduction == "none":
             return losses
@@ -82,8 +95,9 @@ class CrossEntropy(Op):
             return full_reduction(xp, total)
         return full_reduction(xp, total / xp.sum(valid).astype(losses.dtype))
 
-    def infer(self, logits, target, reduction="mean", ignore_index=-100):
+    def infer(self, logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0):
         _check_reduction(self.name, reduction)
+        _check_smoothing(label_smoothing)
         require_float(self.name, logits)
         ls, ts = shape_of(logits), shape_of(target)
         _check_indices(self.name, target.dtype,
@@ -96,7 +110,7 @@ class CrossEntropy(Op):
                              f"index per sample, without the class dimension 1), got {ts}")
         return (expected if reduction == "none" else ()), logits.dtype
 
-    def vjp(self, grad, inputs, output, reduction="mean", ignore_index=-100):
+    def vjp(self, grad, inputs, output, reduction="mean", ignore_index=-100, label_smoothing=0.0):
 
         logits, target = inputs
         valid = (target != ignore_index).to(logits.dtype)        # 1 for counted targets, 0 for ignored
@@ -105,4 +119,6 @@ class CrossEntropy(Op):
         else:                                                      # "sum": grad is 0-d; "none": per element
             valid = valid * grad
         hot = apply(OneHot, target, num_classes=logits.shape[1], dim=1, dtype=logits.dtype)
+        if label_smoothing:
+            hot = hot * (1.0 - label_smoothing) + label_smoothing / logits.shape[1]
         return (logits.softmax(1) - hot) * valid.unsqueeze(1), None

@@ -1,6 +1,8 @@
-"""Ops that pick elements or join tensors: indexing (``a[index]``) and its gradient, and concatenation.
+"""Ops that pick elements or join tensors: indexing (``a[index]``) and its gradient, concatenation, and the
+triangles of matrices (``tril``, ``triu``: a transformer's causal mask).
 
-Their vjps move the gradient back: scatter it into zeros at the picked places, slice the concatenation apart.
+Their vjps move the gradient back: scatter it into zeros at the picked places, slice the concatenation apart,
+keep the same triangle of the gradient.
 """
 
 from __future__ import annotations
@@ -121,6 +123,41 @@ class Cat(Op):
                 grads.append(None)
             start += size
         return tuple(grads)
+
+
+class _Triangle(Op):
+    """The elements on and below (``tril``) or on and above (``triu``) diagonal ``diagonal`` of each matrix in the
+    last two dimensions, zeros elsewhere. ``diagonal=0`` is the main diagonal, ``1`` the one above it, ``-1`` the
+    one below. vjp: the same triangle of the gradient."""
+
+    def forward(self, xp, a, diagonal=0):
+        if a.ndim < 2:
+            raise ShapeError(_TRIANGLE_NDIM.format(op=self.name, shape=tuple(a.shape)))
+        return getattr(xp, self.name)(a, diagonal)
+
+    def infer(self, a, diagonal=0):
+        if len(shape_of(a)) < 2:
+            raise ShapeError(_TRIANGLE_NDIM.format(op=self.name, shape=shape_of(a)))
+        if not isinstance(diagonal, int):
+            raise ShapeError(f"{self.name}: diagonal must be an int, got {diagonal!r}")
+        return shape_of(a), a.dtype
+
+    def vjp(self, grad, inputs, output, diagonal=0):
+        return (apply(self, grad, diagonal=diagonal),)
+
+
+_TRIANGLE_NDIM = ("{op}: needs a tensor with at least 2 dimensions (a matrix, or a batch of them in the last two "
+                  "dimensions), got shape {shape}")
+
+
+@register
+class Tril(_Triangle):
+    name = "tril"
+
+
+@register
+class Triu(_Triangle):
+    name = "triu"
 
 
 # ------------------------------------------------------------------ reading the index users write
