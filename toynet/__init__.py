@@ -30,6 +30,7 @@ from .dynamic.functional import (  # noqa: F401
     abs, add, argmax, broadcast_to, cat, clamp, clip, concat, div, exp, flatten, log, log_softmax, matmul,
     max, maximum, mean, min, minimum, mul, neg, permute, pow, relu, reshape, rsqrt, sigmoid, softmax, sqrt,
     squeeze, stack, sub, sum, tanh, transpose, unsqueeze, var, where,
+    bmm, chunk, gather, masked_fill, multinomial, split, topk, tril, triu,
 )
 from .dynamic import autograd  # noqa: F401,E402
 

@@ -1,14 +1,15 @@
 """The ``toynet.*`` functions (``toynet.matmul``, ``toynet.cat``, ``toynet.sum``...).
 
 Most simply call the tensor method of the same name; the ones that take several tensors
-(``cat``, ``stack``, ``where``) build their op call here.
+(``cat``, ``stack``, ``where``, ``bmm``) build their op call here, and so do the transformer's ops that have no
+method (``gelu``, ``layer_norm``, ``embedding``: ``toynet.nn.functional`` gives them under their usual names).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..ops import OPS
+from ..ops import OPS, ShapeError
 from ..ops._op import normalize_dim
 from .tensor import Tensor, apply
 
@@ -178,3 +179,83 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise ValueError(f"stack: all tensors must have the same shape, got {sorted(shapes)}")
     d = normalize_dim("stack", dim, tensors[0].ndim + 1)
     return cat([t.unsqueeze(d) for t in tensors], dim=d)
+
+
+# ---------------------------------------------------------------- a transformer's pieces (also as methods)
+
+
+def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
+    return a.masked_fill(mask, value)
+
+
+def tril(a: Tensor, diagonal: int = 0) -> Tensor:
+    return a.tril(diagonal)
+
+
+def triu(a: Tensor, diagonal: int = 0) -> Tensor:
+    return a.triu(diagonal)
+
+
+def split(a: Tensor, split_size_or_sections: Any, dim: int = 0) -> list:
+    return a.split(split_size_or_sections, dim)
+
+
+def chunk(a: Tensor, chunks: int, dim: int = 0) -> list:
+    return a.chunk(chunks, dim)
+
+
+def topk(a: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:  # noqa: A002
+    return a.topk(k, dim, largest, sorted)
+
+
+def gather(a: Tensor, dim: int, index: Tensor) -> Tensor:
+    return a.gather(dim, index)
+
+
+def multinomial(a: Tensor, num_samples: int, replacement: bool = False) -> Tensor:
+    return a.multinomial(num_samples, replacement)
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matrix product of ``(B, n, m)`` and ``(B, m, p)``: ``B`` products of ``(n, m) @ (m, p)``."""
+    if a.ndim != 3 or b.ndim != 3:
+        raise ShapeError(f"bmm: both tensors must be 3-D (batch, rows, columns), got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}; use toynet.matmul (or @) for other shapes, which broadcasts")
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise ShapeError(f"bmm: shapes {tuple(a.shape)} and {tuple(b.shape)} do not fit: the batch sizes must be "
+                         f"equal and the first's columns ({a.shape[2]}) must equal the second's rows ({b.shape[1]})")
+    return apply(OPS["matmul"], a, b)
+
+
+def gelu(a: Tensor, approximate: str = "none") -> Tensor:
+    """``a * Phi(a)`` (``Phi`` the standard normal's CDF; ``approximate="tanh"``: GPT-2's tanh form)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return apply(OPS["gelu"], a, approximate=approximate)
+
+
+def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise over the last ``len(normalized_shape)`` dimensions, then ``* weight + bias`` (both optional)."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or tuple(a.shape[a.ndim - len(shape):]) != shape or len(shape) > a.ndim:
+        raise ShapeError(f"layer_norm: normalized_shape {shape} must be the last dimension(s) of the input, whose "
+                         f"shape is {tuple(a.shape)} (e.g. normalized_shape={tuple(a.shape[-1:])})")
+    if bias is not None and weight is None:   # the op takes a weight before a bias
+        weight = Tensor.from_data(a.device.xp.ones(shape, dtype=bias.dtype.array_dtype), device=a.device)
+    params = [p for p in (weight, bias) if p is not None]
+    return apply(OPS["layer_norm"], a, *params, dims=len(shape), eps=float(eps))
+
+
+def embedding(indices: Any, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """The rows of ``weight`` ``(num_embeddings, embedding_dim)`` picked by integer ``indices`` of any shape."""
+    indices = _t(indices)
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding: the weight must be a matrix (num_embeddings, embedding_dim), got shape "
+                         f"{tuple(weight.shape)}")
+    if padding_idx is not None:
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings "
+                             f"({weight.shape[0]}): in [{-weight.shape[0]}, {weight.shape[0]})")
+        padding_idx %= weight.shape[0]
+    return apply(OPS["embedding"], weight, indices, padding_idx=padding_idx)

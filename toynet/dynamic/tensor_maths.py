@@ -9,9 +9,11 @@ Each one only calls the op of the same name in the table (:mod:`toynet.ops.maths
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
-from ..ops import OPS
+from .. import backend
+from ..ops import OPS, ShapeError
 from ..ops import _op as op_base
 from .tensor import Tensor, apply
 from .tensor_methods import _reduced_dims, attach
@@ -210,7 +212,7 @@ class TensorMaths:
         if dim is None:
             return apply(OPS["amax"], self, dim=tuple(range(self.ndim)), keepdim=False)
         d = op_base.normalize_dim("max", dim, self.ndim)
-        return _MinMax(apply(OPS["amax"], self, dim=(d,), keepdim=keepdim), self.argmax(d, keepdim))
+        return _ValuesIndices(apply(OPS["amax"], self, dim=(d,), keepdim=keepdim), self.argmax(d, keepdim))
 
     def min(self, dim: Any = None, keepdim: bool = False) -> Any:
         if isinstance(dim, Tensor):
@@ -218,7 +220,7 @@ class TensorMaths:
         if dim is None:
             return -((-self).max())
         values, indices = (-self).max(dim, keepdim)
-        return _MinMax(-values, indices)
+        return _ValuesIndices(-values, indices)
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
         return apply(OPS["amax"], self, dim=_reduced_dims("amax", dim, self.ndim), keepdim=keepdim)
@@ -240,14 +242,61 @@ class TensorMaths:
     def all(self) -> "Tensor":
         return apply(OPS["all"], self)
 
+    # ------------------------------------------------ a transformer's pieces: masks, picking, sampling
+
+    def masked_fill(self, mask: "Tensor", value: Any) -> "Tensor":
+        """``value`` where ``mask`` is True, this tensor's elements elsewhere (``where(mask, value, self)``);
+        ``mask`` is bool and broadcasts to this tensor's shape, which the result keeps, with its dtype."""
+        if not isinstance(mask, Tensor) or mask.dtype is not backend.bool_:
+            got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
+            raise TypeError(f"masked_fill: the mask must be a bool tensor, got {got}; make one with a comparison "
+                            "(x > 0) or .bool()")
+        if isinstance(value, Tensor) and value.ndim:
+            raise ValueError(f"masked_fill: the value must be a number or a 0-d tensor, got shape "
+                             f"{tuple(value.shape)}; use toynet.where(mask, values, x) for a tensor of values")
+        shape = op_base.broadcast_shapes("masked_fill", tuple(mask.shape), tuple(self.shape))
+        if shape != tuple(self.shape):
+            raise ShapeError(f"masked_fill: a mask of shape {tuple(mask.shape)} does not broadcast to the tensor's "
+                             f"shape {tuple(self.shape)}; the mask may only have the tensor's sizes or 1s")
+        filled = apply(OPS["where"], mask, value, self)
+        return filled if filled.dtype is self.dtype else filled.to(self.dtype)
+
+    def tril(self, diagonal: int = 0) -> "Tensor":
+        """The lower triangle of each matrix (last two dimensions), on and below diagonal ``diagonal``."""
+        return apply(OPS["tril"], self, diagonal=int(diagonal))
+
+    def triu(self, diagonal: int = 0) -> "Tensor":
+        """The upper triangle of each matrix (last two dimensions), on and above diagonal ``diagonal``."""
+        return apply(OPS["triu"], self, diagonal=int(diagonal))
+
+    def gather(self, dim: int, index: "Tensor") -> "Tensor":
+        """``out[i][j] = self[index[i][j]][j]`` for ``dim=0`` (``self[i][index[i][j]]`` for ``dim=1``...)."""
+        return apply(OPS["gather"], self, index, dim=op_base.normalize_dim("gather", dim, self.ndim))
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:  # noqa: A002
+        """``(values, indices)`` of the ``k`` largest elements along ``dim`` (smallest with ``largest=False``),
+        largest first; the values are differentiable. (They always come sorted, as ``sorted=True`` asks.)"""
+        if self.ndim == 0:
+            values, indices = self.reshape(1).topk(k, 0, largest, sorted)
+            return _ValuesIndices(values.reshape(()), indices.reshape(()))
+        d = op_base.normalize_dim("topk", dim, self.ndim)
+        indices = apply(OPS["topk_indices"], self, k=operator.index(k), dim=d, largest=bool(largest))
+        return _ValuesIndices(apply(OPS["gather"], self, indices, dim=d), indices)
+
+    def multinomial(self, num_samples: int, replacement: bool = False) -> "Tensor":
+        """Category indices drawn from each row of this tensor of probabilities (``(C,)`` or ``(N, C)``,
+        non-negative weights); toynet's random generator draws them (``toynet.manual_seed``)."""
+        return apply(OPS["multinomial"], self, num_samples=operator.index(num_samples),
+                     replacement=bool(replacement))
+
 
 attach(TensorMaths, Tensor)
 
 
-class _MinMax(tuple):
-    """``(values, indices)`` with names, as ``tensor.max(dim)`` returns in PyTorch."""
+class _ValuesIndices(tuple):
+    """``(values, indices)`` with names, as ``tensor.max(dim)`` and ``tensor.topk(k)`` return in PyTorch."""
 
-    def __new__(cls, values: Tensor, indices: Tensor) -> "_MinMax":
+    def __new__(cls, values: Tensor, indices: Tensor) -> "_ValuesIndices":
         return super().__new__(cls, (values, indices))
 
     @property
