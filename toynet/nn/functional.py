@@ -8,6 +8,7 @@ from ..dynamic.tensor import Tensor, apply
 from .functional_vision import (  # noqa: F401
     _pair, adaptive_avg_pool2d, avg_pool2d, batch_norm, conv2d, dropout, instance_norm, interpolate, max_pool2d, pad,
 )
+from .functional_transformer import embedding, gelu, layer_norm, scaled_dot_product_attention  # noqa: F401,E402
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -59,20 +60,22 @@ def mse_loss(prediction: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     return squared.sum() if reduction == "sum" else squared.mean()
 
 
-def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100,
+                  label_smoothing: float = 0.0) -> Tensor:
     """Softmax cross-entropy of ``logits`` ``(N, C)`` or ``(N, C, d1, ...)`` against int64 class indices
     ``target`` ``(N,)`` or ``(N, d1, ...)``, as one op (a stable log-softmax and a pick). Targets equal to
-    ``ignore_index`` are skipped; ``"mean"`` averages over the others. Unbatched ``(C,)`` logits with a
-    0-d target also work."""
+    ``ignore_index`` are skipped; ``"mean"`` averages over the others; ``label_smoothing`` mixes the target with
+    the uniform distribution, as PyTorch. Unbatched ``(C,)`` logits with a 0-d target also work."""
     if not isinstance(target, Tensor):
         target = Tensor.from_data(target, device=logits.device)
+    attrs = dict(reduction=reduction, ignore_index=ignore_index, **({"label_smoothing": float(label_smoothing)}
+                                                                   if label_smoothing else {}))
     if logits.ndim == 1 and target.ndim == 0:  # one sample without a batch dimension
-        loss = apply(OPS["cross_entropy"], logits.unsqueeze(0), target.unsqueeze(0),
-                     reduction=reduction, ignore_index=ignore_index)
+        loss = apply(OPS["cross_entropy"], logits.unsqueeze(0), target.unsqueeze(0), **attrs)
         return loss.squeeze(0) if reduction == "none" else loss
     if logits.ndim == 2 and tuple(target.shape) == (logits.shape[0], 1) and not target.dtype.is_floating_point:
         target = target.reshape(-1)  # one index a row as a column (N, 1), as OneFlow's AMP and checkpointing pages pass
-    return apply(OPS["cross_entropy"], logits, target, reduction=reduction, ignore_index=ignore_index)
+    return apply(OPS["cross_entropy"], logits, target, **attrs)
 
 
 def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:

@@ -8,3 +8,5 @@ from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
 from .conv import Conv2d  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from .style import InstanceNorm2d, ReflectionPad2d, Upsample, UpsamplingNearest2d  # noqa: F401
+from .activation import GELU  # noqa: F401,E402
+from .transformer import Embedding, LayerNorm, MultiheadAttention, NonDynamicallyQuantizableLinear  # noqa: F401,E402

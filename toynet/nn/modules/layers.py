@@ -92,12 +92,12 @@ class CrossEntropyLoss(_Loss):
     def __init__(self, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean",
                  label_smoothing: float = 0.0):
         super().__init__(reduction)
-        if weight is not None or label_smoothing:
-            raise NotImplementedError("CrossEntropyLoss: class weights and label smoothing are not supported")
-        self.ignore_index = ignore_index
+        if weight is not None:
+            raise NotImplementedError("CrossEntropyLoss: class weights are not supported")
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
-        return F.cross_entropy(logits, target, reduction=self.reduction, ignore_index=self.ignore_index)
+        return F.cross_entropy(logits, target, self.reduction, self.ignore_index, self.label_smoothing)
 
 
 # ------------------------------------------------------------------------------------------ containers
