@@ -43,8 +43,8 @@ from .. import backend, mode
 from ..dynamic import autograd
 from ..dynamic.creation import zeros
 from ..dynamic.tensor import Tensor
+from ..utils.interrupts import defer_interrupts
 from . import hyper as checks
-from .optimizer import commit
 
 CLIP_MAX_NORM, CLIP_NORM_TYPE = checks.CLIP_MAX_NORM, checks.CLIP_NORM_TYPE   # a group's clipping keys
 #: Added to the norm before dividing by it (PyTorch's and OneFlow's): no division by zero for zero gradients.
@@ -190,11 +190,13 @@ def _clip_eager(grads: list[Tensor], max_norm: float, norm_type: float, error_if
 
 
 def _write(grads: list[Tensor], new: list[Tensor], writer: str) -> None:
-    """Give each gradient its new values (the same tensor objects, as PyTorch's in-place clipping), in one
-    commit; a graph that saved a gradient (``create_graph=True``) then refuses to differentiate through it."""
-    for g in grads:
-        autograd.note_write(g, writer)
-    commit([(g, "array", n.array) for g, n in zip(grads, new)], [])
+    """Give each gradient its new values (the same tensor objects, as PyTorch's in-place clipping), all at once
+    (nothing below can fail, and a Ctrl-C waits for the end); a graph that saved a gradient
+    (``create_graph=True``) then refuses to differentiate through it."""
+    with defer_interrupts():
+        for g, n in zip(grads, new):
+            autograd.note_write(g, writer)
+            g.array = n.array
 
 
 def _parameters(parameters: Any) -> list[Tensor]:

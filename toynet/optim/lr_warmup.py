@@ -33,7 +33,7 @@ from typing import Any
 
 from ..utils.interrupts import defer_interrupts
 from . import hyper as checks
-from .lr_scheduler import LRScheduler, _number, _positive_int
+from .lr_scheduler_base import LRScheduler, _number, _positive_int
 from .optimizer import Optimizer
 
 # ----------------------------------------------------------------------------------- setting checks

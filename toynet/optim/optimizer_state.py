@@ -22,6 +22,7 @@ from ..dynamic.tensor import Tensor
 from ..utils.interrupts import defer_interrupts
 from ..utils.loading import ShapeMismatch, prepared
 from . import hyper as checks
+from .clip_grad import clip_groups
 
 
 class OptimizerState:
@@ -70,7 +71,6 @@ class OptimizerState:
         that (see :mod:`toynet.optim.clip_grad`). Call it after ``backward()`` and before ``step()``; an
         ``nn.Graph`` does the same inside its compiled step. A non-finite norm raises (OneFlow's
         ``error_if_nonfinite=True``) before any gradient changed."""
-        from .clip_grad import clip_groups   # (clip_grad.py reads optimizer.py, which reads this file)
         clip_groups(self, error_if_nonfinite)
 
     def group_of(self, param: Tensor) -> dict:
