@@ -540,3 +540,27 @@ def test_graph_clipping_with_a_scheduler_and_a_state_dict(either_path):
     assert "model.0.weight-m" in state and "model.0.weight-v" in state   # Adam's slot names, OneFlow's style
     for p, q in zip(lazy.parameters(), eager.parameters()):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_clipping_after_loss_scaling_skips_an_overflowing_step_whole(either_path):
+    """With a grad scaler the gradients are unscaled, then clipped; a step with an inf gradient keeps every
+    parameter (its NaN clipping coefficient never reaches them)."""
+    model = mlp()
+    opt = AdamW([{"params": model.parameters(), "clip_grad_max_norm": 0.5}], lr=0.01)
+
+    class Scaled(TrainGraph):
+        def __init__(self):
+            super().__init__(model, opt)
+            self.set_grad_scaler(flow.amp.GradScaler(init_scale=8.0, growth_interval=2))
+
+    graph = Scaled()
+    rng = np.random.default_rng(0)
+    for bad in (False, True, False):
+        x = rng.standard_normal((6, 4)).astype(np.float32)
+        x[0, 0] = np.inf if bad else x[0, 0]
+        before = [p.numpy().copy() for p in model.parameters()]
+        with np.errstate(all="ignore"):
+            graph(flow.tensor(x), flow.tensor(rng.standard_normal((6, 2)).astype(np.float32)))
+        changed = any(not np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters()))
+        assert changed is not bad
+        assert all(np.isfinite(p.numpy()).all() for p in model.parameters())
