@@ -240,16 +240,16 @@ CALLS: dict[str, Call] = {
                                                      scale=(2, 1))),
     "instance_norm": unary(lambda x: F.instance_norm(x.reshape(1, 2, 3, 1), eps=1e-3)),
     # a transformer's ops (tests/test_transformer_ops.py)
-    "gelu": unary(lambda x: [F.gelu(x), F.gelu(x, approximate="tanh")]),
-    "gelu_grad": Call(lambda d: (lambda g, x: (apply(OPS["gelu_grad"], g, x), [g, x]))(
-        f32(2, 3, device=d), f32(2, 3, device=d)), grad=False),
+    "gelu": unary(lambda x: F.gelu(x)), "gelu_tanh": unary(lambda x: F.gelu(x, approximate="tanh")),
+    **{name: Call(lambda d, name=name: (lambda g, x: (apply(OPS[name], g, x), [g, x]))(
+        f32(2, 3, device=d), f32(2, 3, device=d)), grad=False) for name in ("gelu_grad", "gelu_tanh_grad")},
     "layer_norm": Call(lambda d: (lambda x, w, b: ([F.layer_norm(x, (3,), w, b, eps=1e-3), F.layer_norm(x, (2, 3))],
                                                    [x, w, b]))(f32(2, 3, device=d), f32(3, device=d), f32(3, device=d))),
-    "layer_norm_grad": Call(lambda d: (lambda g, x: (apply(OPS["layer_norm_grad"], g, x, dims=1), [g, x]))(
+    "layer_norm_grad": Call(lambda d: (lambda g, x: (apply(OPS["layer_norm_grad"], g, x, dim=(1,)), [g, x]))(
         f32(2, 3, device=d), f32(2, 3, device=d)), grad=False),
     "embedding": Call(lambda d: (lambda w: (F.embedding(flow.tensor([[0, 2], [2, 1]], device=d), w, padding_idx=1),
                                             [w]))(f32(3, 4, device=d))),
-    "embedding_grad": Call(lambda d: (lambda g: (apply(OPS["embedding_grad"], g, flow.tensor([0, 2], device=d), rows=3),
+    "embedding_grad": Call(lambda d: (lambda g: (apply(OPS["embedding_grad"], g, flow.tensor([0, 2], device=d), shape=(3, 4)),
                                                  [g]))(f32(2, 4, device=d))),
     "gather": unary(lambda x: x.gather(1, flow.tensor([[0, 0], [2, 1]], device=x.device))),
     "gather_grad": unary(lambda x: apply(OPS["gather_grad"], x, flow.tensor([[0, 1, 1], [2, 0, 1]], device=x.device),

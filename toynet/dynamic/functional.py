@@ -231,7 +231,7 @@ def gelu(a: Tensor, approximate: str = "none") -> Tensor:
     """``a * Phi(a)`` (``Phi`` the standard normal's CDF; ``approximate="tanh"``: GPT-2's tanh form)."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return apply(OPS["gelu"], a, approximate=approximate)
+    return apply(OPS["gelu" if approximate == "none" else "gelu_tanh"], a)
 
 
 def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -244,7 +244,7 @@ def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, b
     if bias is not None and weight is None:   # the op takes a weight before a bias
         weight = Tensor.from_data(a.device.xp.ones(shape, dtype=bias.dtype.array_dtype), device=a.device)
     params = [p for p in (weight, bias) if p is not None]
-    return apply(OPS["layer_norm"], a, *params, dims=len(shape), eps=float(eps))
+    return apply(OPS["layer_norm"], a, *params, dim=tuple(range(a.ndim - len(shape), a.ndim)), eps=float(eps))
 
 
 def embedding(indices: Any, weight: Tensor, padding_idx: int | None = None) -> Tensor:
@@ -257,5 +257,5 @@ def embedding(indices: Any, weight: Tensor, padding_idx: int | None = None) -> T
         if not -weight.shape[0] <= padding_idx < weight.shape[0]:
             raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings "
                              f"({weight.shape[0]}): in [{-weight.shape[0]}, {weight.shape[0]})")
-        padding_idx %= weight.shape[0]
-    return apply(OPS["embedding"], weight, indices, padding_idx=padding_idx)
+        return apply(OPS["embedding"], weight, indices, ignore_index=padding_idx % weight.shape[0])
+    return apply(OPS["embedding"], weight, indices)

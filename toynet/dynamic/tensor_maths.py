@@ -263,11 +263,11 @@ class TensorMaths:
 
     def tril(self, diagonal: int = 0) -> "Tensor":
         """The lower triangle of each matrix (last two dimensions), on and below diagonal ``diagonal``."""
-        return apply(OPS["tril"], self, diagonal=int(diagonal))
+        return apply(OPS["tril"], self, operator.index(diagonal))
 
     def triu(self, diagonal: int = 0) -> "Tensor":
         """The upper triangle of each matrix (last two dimensions), on and above diagonal ``diagonal``."""
-        return apply(OPS["triu"], self, diagonal=int(diagonal))
+        return apply(OPS["triu"], self, operator.index(diagonal))
 
     def gather(self, dim: int, index: "Tensor") -> "Tensor":
         """``out[i][j] = self[index[i][j]][j]`` for ``dim=0`` (``self[i][index[i][j]]`` for ``dim=1``...)."""
@@ -280,14 +280,13 @@ class TensorMaths:
             values, indices = self.reshape(1).topk(k, 0, largest, sorted)
             return _ValuesIndices(values.reshape(()), indices.reshape(()))
         d = op_base.normalize_dim("topk", dim, self.ndim)
-        indices = apply(OPS["topk_indices"], self, k=operator.index(k), dim=d, largest=bool(largest))
+        indices = apply(OPS["topk_indices"], self, operator.index(k), bool(largest), dim=d)
         return _ValuesIndices(apply(OPS["gather"], self, indices, dim=d), indices)
 
     def multinomial(self, num_samples: int, replacement: bool = False) -> "Tensor":
         """Category indices drawn from each row of this tensor of probabilities (``(C,)`` or ``(N, C)``,
         non-negative weights); toynet's random generator draws them (``toynet.manual_seed``)."""
-        return apply(OPS["multinomial"], self, num_samples=operator.index(num_samples),
-                     replacement=bool(replacement))
+        return apply(OPS["multinomial"], self, operator.index(num_samples), bool(replacement))
 
 
 attach(TensorMaths, Tensor)

@@ -68,14 +68,14 @@ def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean", ignor
     the uniform distribution, as PyTorch. Unbatched ``(C,)`` logits with a 0-d target also work."""
     if not isinstance(target, Tensor):
         target = Tensor.from_data(target, device=logits.device)
-    attrs = dict(reduction=reduction, ignore_index=ignore_index, **({"label_smoothing": float(label_smoothing)}
-                                                                   if label_smoothing else {}))
+    smoothing, attrs = (float(label_smoothing),) if label_smoothing else (), dict(reduction=reduction,
+                                                                                   ignore_index=ignore_index)
     if logits.ndim == 1 and target.ndim == 0:  # one sample without a batch dimension
-        loss = apply(OPS["cross_entropy"], logits.unsqueeze(0), target.unsqueeze(0), **attrs)
+        loss = apply(OPS["cross_entropy"], logits.unsqueeze(0), target.unsqueeze(0), *smoothing, **attrs)
         return loss.squeeze(0) if reduction == "none" else loss
     if logits.ndim == 2 and tuple(target.shape) == (logits.shape[0], 1) and not target.dtype.is_floating_point:
         target = target.reshape(-1)  # one index a row as a column (N, 1), as OneFlow's AMP and checkpointing pages pass
-    return apply(OPS["cross_entropy"], logits, target, **attrs)
+    return apply(OPS["cross_entropy"], logits, target, *smoothing, **attrs)
 
 
 def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:

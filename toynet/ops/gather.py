@@ -42,17 +42,18 @@ class Gather(Op):
     name = "gather"
     nondifferentiable = (1,)
 
-    def forward(self, xp, a, index, dim=0):
-        _check_index(self.name, a.shape, index.shape, backend.dtype_of(index), dim)
+    def forward(self, xp, a, indices, dim=0):
+        _check_index(self.name, a.shape, indices.shape, backend.dtype_of(indices), dim)
         size = a.shape[dim]
-        if index.size and (bool(xp.min(index) < 0) or bool(xp.max(index) >= size)):
-            raise IndexError(f"gather: index out of range: values from {int(xp.min(index))} to {int(xp.max(index))} "
-                             f"along dimension {dim} of size {size} (they must be in [0, {size}))")
-        return xp.take_along_axis(_trimmed(a, index.shape, dim), index, axis=dim)
+        if indices.size and (bool(xp.min(indices) < 0) or bool(xp.max(indices) >= size)):
+            raise IndexError(f"gather: index out of range: values from {int(xp.min(indices))} to "
+                             f"{int(xp.max(indices))} along dimension {dim} of size {size} (they must be in [0, {size}))")
+        return xp.take_along_axis(_trimmed(a, indices.shape, dim), indices, axis=dim)
 
-    def infer(self, a, index, dim=0):
-        _check_index(self.name, shape_of(a), shape_of(index), index.dtype, normalize_dim(self.name, dim, len(shape_of(a))))
-        return shape_of(index), a.dtype
+    def infer(self, a, indices, dim=0):
+        _check_index(self.name, shape_of(a), shape_of(indices), indices.dtype,
+                     normalize_dim(self.name, dim, len(shape_of(a))))
+        return shape_of(indices), a.dtype
 
     def vjp(self, grad, inputs, output, dim=0):
         a, index = inputs
@@ -67,16 +68,17 @@ class GatherGrad(Op):
     name = "gather_grad"
     nondifferentiable = (1,)
 
-    def forward(self, xp, grad, index, dim=0, shape=()):
+    def forward(self, xp, grad, indices, dim=0, shape=()):
         result = xp.zeros(shape, dtype=grad.dtype)
-        places = tuple(index if d == dim else xp.arange(n).reshape((n,) + (1,) * (index.ndim - d - 1))
-                       for d, n in enumerate(index.shape))
+        places = tuple(indices if d == dim else xp.arange(n).reshape((n,) + (1,) * (indices.ndim - d - 1))
+                       for d, n in enumerate(indices.shape))
         xp.add.at(result, places, grad)
         return result
 
-    def infer(self, grad, index, dim=0, shape=()):
-        if shape_of(grad) != shape_of(index):
-            raise ShapeError(f"gather_grad: the gradient's shape {shape_of(grad)} must be the index's {shape_of(index)}")
+    def infer(self, grad, indices, dim=0, shape=()):
+        if shape_of(grad) != shape_of(indices):
+            raise ShapeError(f"gather_grad: the gradient's shape {shape_of(grad)} must be the indices' "
+                             f"{shape_of(indices)}")
         return tuple(shape), grad.dtype
 
     def vjp(self, grad, inputs, output, dim=0, shape=()):
@@ -86,28 +88,21 @@ class GatherGrad(Op):
 @register
 class TopkIndices(Op):
     """The indices (int64) of the ``k`` largest elements along ``dim`` (smallest with ``largest=False``),
-    ordered from the largest (smallest) down. A partial sort: ``argpartition`` finds the ``k``, then only
-    those are sorted. No gradient: ``topk``'s values come from a ``gather`` with these indices."""
+    ordered from the largest (smallest) down, equal elements in the order of their indices (as ONNX's TopK;
+    a stable sort gives that, where a partial sort would not). No gradient: ``topk``'s values come from a
+    ``gather`` with these indices. ``k`` and ``largest`` are inputs (Python numbers), ``dim`` an attribute."""
 
     name = "topk_indices"
 
-    def forward(self, xp, a, k=1, dim=-1, largest=True):
+    def forward(self, xp, a, k=1, largest=True, dim=-1):
         size = a.shape[dim]
         if not 0 <= k <= size:
             raise ShapeError(f"topk: k={k} is out of range for dimension {dim} of size {size} (0 <= k <= {size})")
         key = a.astype("int64") if a.dtype.kind in "bu" else a     # (negating them would wrap around)
-        key = -key if largest else key
-        if k == 0:
-            shape = list(a.shape)
-            shape[dim] = 0
-            return xp.zeros(tuple(shape), dtype="int64")
-        if k < size:
-            chosen = xp.take(xp.argpartition(key, k - 1, axis=dim), xp.arange(k), axis=dim)
-            order = xp.argsort(xp.take_along_axis(key, chosen, axis=dim), axis=dim, kind="stable")
-            return xp.take_along_axis(chosen, order, axis=dim)
-        return xp.argsort(key, axis=dim, kind="stable")
+        order = xp.argsort(-key if largest else key, axis=dim, kind="stable")
+        return xp.take(order, xp.arange(k), axis=dim)
 
-    def infer(self, a, k=1, dim=-1, largest=True):
+    def infer(self, a, k=1, largest=True, dim=-1):
         shape = list(shape_of(a))
         if not shape:
             raise ShapeError("topk: needs a tensor with at least one dimension, got a 0-d tensor")
@@ -118,4 +113,4 @@ class TopkIndices(Op):
         return tuple(shape), backend.int64
 
     def vjp(self, grad, inputs, output, **attrs):
-        return (None,)
+        return (None,) * len(inputs)

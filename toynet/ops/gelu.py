@@ -18,7 +18,8 @@ with polynomials fitted (once, when first needed) to ``math.erfc``:
 
 The derivative is ``gelu'(x) = Phi(x) + x phi(x)``, ``phi(x) = exp(-x^2/2) / sqrt(2 pi)`` the normal density.
 Each op runs over cache-sized chunks of the data, every step on a chunk while it is in the CPU cache;
-``gelu_grad`` is the vjp's op, used when the gradient is not itself differentiated.
+``gelu_grad`` is the vjp's op, used when the gradient is not itself differentiated. Each form is an op of its
+own (``gelu``, ``gelu_tanh``; ``gelu_grad``, ``gelu_tanh_grad``), so that none needs an attribute.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ import math
 from typing import Any, Callable
 
 from .. import backend, mode
-from ._op import Elementwise, ShapeError, apply, broadcast_shapes, register
+from ._op import OPS, Elementwise, ShapeError, apply, broadcast_shapes, register
 
-APPROXIMATIONS = ("none", "tanh")
 #: Chunks of this many bytes are processed one after the other, every step while the chunk is in cache.
 CHUNK_BYTES = 1 << 18
 #: float32's tanh form: the polynomial's degree, and where Phi is 0 or 1 to float32 (1 - Phi(5.5) = 2e-8).
@@ -203,59 +203,87 @@ def _by_chunks(xp: Any, kernel: Callable, shape: tuple, dtype: Any, out: Any, x:
     return out
 
 
-def _check(op: str, x: Any, approximate: str) -> None:
+def _check(op: str, x: Any) -> None:
     """Eager mode runs a shape rule only after a failure, so ``forward`` checks too (on arrays)."""
-    if approximate not in APPROXIMATIONS:
-        raise ShapeError(f"{op}: approximate must be 'none' (the exact GELU, with erf) or 'tanh', got {approximate!r}")
     dtype = getattr(x, "dtype", None)
     if dtype is not None and not getattr(dtype, "is_floating_point", getattr(dtype, "kind", "f") == "f"):
         raise ShapeError(f"{op}: needs a floating-point tensor, got {dtype}; convert it with .to(toynet.float32)")
 
 
-@register
-class Gelu(Elementwise):
+class _Gelu(Elementwise):
     """``x * Phi(x)`` (see the module docstring); d/dx = Phi(x) + x phi(x), as ``gelu_grad`` computes it."""
 
-    name = "gelu"
+    approximate = "none"
 
-    def forward(self, xp, x, approximate="none", out=None):
-        _check(self.name, x, approximate)
-        return _by_chunks(xp, functools.partial(_gelu, approximate=approximate), x.shape, x.dtype, out, x)
+    def forward(self, xp, x, out=None):
+        _check(self.name, x)
+        kernel = functools.partial(_gelu, approximate=self.approximate)
+        return _by_chunks(xp, kernel, x.shape, x.dtype, out, x)
 
-    def infer(self, x, approximate="none"):
-        _check(self.name, x, approximate)
+    def infer(self, x):
+        _check(self.name, x)
         return super().infer(x)
 
-    def vjp(self, grad, inputs, output, approximate="none"):
+    def vjp(self, grad, inputs, output, **attrs):
         x = inputs[0]
         if mode.grad_enabled:   # create_graph=True: the gradient is differentiated again, so use plain ops
-            return (grad * gelu_derivative(x, approximate),)
-        return (apply(GeluGrad, grad, x, approximate=approximate),)
+            return (grad * gelu_derivative(x, self.approximate),)
+        return (apply(GRADS[self.name], grad, x),)
 
 
-@register
-class GeluGrad(Elementwise):
+class _GeluGrad(Elementwise):
     """Backward helper: ``grad * gelu'(x)`` in one sweep (the gradient of ``gelu`` when it is not itself
     differentiated; :func:`gelu_derivative` writes the same with plain ops for ``create_graph=True``)."""
 
-    name = "gelu_grad"
+    approximate = "none"
     nondifferentiable = (0, 1)
 
-    def forward(self, xp, grad, x, approximate="none", out=None):
-        _check(self.name, x, approximate)
+    def forward(self, xp, grad, x, out=None):
+        _check(self.name, x)
         shape = tuple(broadcast_shapes(self.name, grad.shape, x.shape))
         if x.shape != shape:
             x = xp.broadcast_to(x, shape)
-        kernel = functools.partial(_gelu_derivative, approximate=approximate)
+        kernel = functools.partial(_gelu_derivative, approximate=self.approximate)
         return _by_chunks(xp, kernel, shape, xp.result_type(grad, x), out, x, grad)
 
-    def infer(self, grad, x, approximate="none"):
-        _check(self.name, x, approximate)
+    def infer(self, grad, x):
+        _check(self.name, x)
         return super().infer(grad, x)
 
     def vjp(self, grad, inputs, output, **attrs):
-        raise NotImplementedError("gelu_grad is used only when the gradient is not itself differentiated; "
+        raise NotImplementedError(f"{self.name} is used only when the gradient is not itself differentiated; "
                                   "gelu's vjp uses plain ops under create_graph=True")
+
+
+@register
+class Gelu(_Gelu):
+    """The exact GELU, ``x * (1 + erf(x / sqrt(2))) / 2``."""
+
+    name = "gelu"
+
+
+@register
+class GeluTanh(_Gelu):
+    """GELU with GPT-2's tanh form of ``Phi``: ``x * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2``."""
+
+    name = "gelu_tanh"
+    approximate = "tanh"
+
+
+@register
+class GeluGrad(_GeluGrad):
+    name = "gelu_grad"
+
+
+@register
+class GeluTanhGrad(_GeluGrad):
+    name = "gelu_tanh_grad"
+    approximate = "tanh"
+
+
+#: The op of each form of GELU (``F.gelu``'s ``approximate``), and the op of each one's gradient.
+FORMS = {"none": "gelu", "tanh": "gelu_tanh"}
+GRADS = {"gelu": OPS["gelu_grad"], "gelu_tanh": OPS["gelu_tanh_grad"]}
 
 
 def gelu_derivative(x: Any, approximate: str = "none") -> Any:

@@ -35,9 +35,9 @@ from ._op import Op, ShapeError, apply, needs_grad, register, require_float, res
 CHUNK_BYTES = 1 << 18
 
 
-def _rows(xp: Any, x: Any, dims: int) -> Any:
-    """``x`` seen as ``(R, D)``: one row per normalised group."""
-    return xp.reshape(x, (-1, math.prod(x.shape[x.ndim - dims:]) if dims else 1))
+def _rows(xp: Any, x: Any, dim: tuple) -> Any:
+    """``x`` seen as ``(R, D)``: one row per normalised group (``dim``: the trailing axes normalised over)."""
+    return xp.reshape(x, (-1, math.prod(x.shape[x.ndim - len(dim):])))
 
 
 def _chunks(rows: int, width: int, itemsize: int) -> list:
@@ -59,25 +59,27 @@ def _compute_dtype(dtype: Any) -> str:
     return "float64" if dtype.itemsize == 8 else "float32"
 
 
-def _check(op: str, x: Any, dims: int, eps: float, params: tuple) -> tuple:
+def _check(op: str, x: Any, dim: tuple, eps: float, params: tuple) -> tuple:
     shape = shape_of(x)
     require_float(op, x)
-    if not isinstance(dims, int) or not 0 < dims <= len(shape):
-        raise ShapeError(f"{op}: cannot normalise over the last {dims} dimension(s) of an input of shape {shape}: "
-                         f"normalized_shape must be a trailing part of the input's shape")
+    trailing = tuple(range(len(shape) - len(dim), len(shape)))
+    if not dim or any(not isinstance(d, int) or not -len(shape) <= d < len(shape) for d in dim) or \
+            tuple(d % len(shape) for d in dim) != trailing:
+        raise ShapeError(f"{op}: cannot normalise over dimensions {dim} of an input of shape {shape}: they must be "
+                         f"its last ones (normalized_shape must be a trailing part of the input's shape)")
     if not eps > 0:
         raise ShapeError(f"{op}: eps must be positive (it keeps 1 / sqrt(var + eps) finite), got {eps}")
-    row = shape[len(shape) - dims:]
+    row = shape[len(shape) - len(dim):]
     for what, p in zip(("weight", "bias"), params):
         if shape_of(p) != row:
             raise ShapeError(f"{op}: {what} has shape {shape_of(p)} but the normalised shape is {row} (the last "
-                             f"{dims} dimension(s) of the input {shape}); {what} must have shape {row}")
+                             f"{len(dim)} dimension(s) of the input {shape}); {what} must have shape {row}")
     return shape
 
 
 @register
 class LayerNorm(Op):
-    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last ``dims`` dimensions (see the module doc).
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the axes ``dim``, the last ones (see the module doc).
 
     Inputs: ``x``, then optionally ``weight``, then optionally ``bias`` (both of the normalised shape).
     """
@@ -85,11 +87,11 @@ class LayerNorm(Op):
     name = "layer_norm"
     supports_out = True
 
-    def forward(self, xp, x, weight=None, bias=None, dims=1, eps=1e-5, out=None):
+    def forward(self, xp, x, weight=None, bias=None, dim=(-1,), eps=1e-5, out=None):
         if x.dtype.kind != "f":
             raise ShapeError(f"layer_norm: needs a floating-point tensor, got {x.dtype}; convert it with "
                              ".to(toynet.float32)")
-        rows = _rows(xp, x, dims)
+        rows = _rows(xp, x, dim)
         dtype = xp.result_type(x, *(p for p in (weight, bias) if p is not None))
         y = xp.empty(rows.shape, dtype=dtype) if out is None else out.reshape(rows.shape)
         compute = _compute_dtype(dtype)
@@ -106,18 +108,18 @@ class LayerNorm(Op):
                 y[part] = target
         return y.reshape(x.shape) if out is None else out
 
-    def infer(self, x, weight=None, bias=None, dims=1, eps=1e-5):
-        shape = _check(self.name, x, dims, eps, tuple(p for p in (weight, bias) if p is not None))
+    def infer(self, x, weight=None, bias=None, dim=(-1,), eps=1e-5):
+        shape = _check(self.name, x, dim, eps, tuple(p for p in (weight, bias) if p is not None))
         return shape, result_dtype(x, *(p for p in (weight, bias) if p is not None))
 
-    def vjp(self, grad, inputs, output, dims=1, eps=1e-5):
+    def vjp(self, grad, inputs, output, dim=(-1,), eps=1e-5):
         x, weight, bias = (tuple(inputs) + (None, None))[:3]
         if mode.grad_enabled:
             # create_graph=True: the gradient will itself be differentiated, so build it from plain ops.
-            return layer_norm_vjp(grad, x, weight, bias, dims, eps)
+            return layer_norm_vjp(grad, x, weight, bias, dim, eps)
         want_params = any(needs_grad(p) for p in (weight, bias) if p is not None)
         extra = () if weight is None else (weight,)
-        packed = apply(LayerNormGrad, grad, x, *extra, dims=dims, eps=eps, params=want_params)
+        packed = apply(LayerNormGrad, grad, x, *extra, dim=dim, eps=eps, params=want_params)
         rows = packed.shape[0] - (2 if want_params else 0)
         grad_x = (packed[:rows] if want_params else packed).reshape(x.shape) if needs_grad(x) else None
         grads = [grad_x]
@@ -127,9 +129,9 @@ class LayerNorm(Op):
         return tuple(grads)
 
 
-def layer_norm_vjp(grad: Any, x: Any, weight: Any, bias: Any, dims: int, eps: float) -> tuple:
+def layer_norm_vjp(grad: Any, x: Any, weight: Any, bias: Any, dim: tuple, eps: float) -> tuple:
     """The gradients of ``layer_norm`` written with generic, differentiable toynet ops."""
-    axes = tuple(range(x.ndim - dims, x.ndim))
+    axes = tuple(dim)
     centered = x - x.mean(axes, keepdim=True)
     invstd = ((centered * centered).mean(axes, keepdim=True) + eps).rsqrt()
     xhat = centered * invstd
@@ -153,8 +155,8 @@ class LayerNormGrad(Op):
     name = "layer_norm_grad"
     nondifferentiable = (0, 1, 2)
 
-    def forward(self, xp, grad, x, weight=None, dims=1, eps=1e-5, params=True):
-        rows, g_rows = _rows(xp, x, dims), _rows(xp, grad, dims)
+    def forward(self, xp, grad, x, weight=None, dim=(-1,), eps=1e-5, params=True):
+        rows, g_rows = _rows(xp, x, dim), _rows(xp, grad, dim)
         count, width = rows.shape
         dtype = xp.result_type(grad, x, *(() if weight is None else (weight,)))
         compute = _compute_dtype(dtype)
@@ -189,11 +191,11 @@ class LayerNormGrad(Op):
                 packed[part] = gx
         return packed
 
-    def infer(self, grad, x, weight=None, dims=1, eps=1e-5, params=True):
-        shape = _check(self.name, x, dims, eps, () if weight is None else (weight,))
+    def infer(self, grad, x, weight=None, dim=(-1,), eps=1e-5, params=True):
+        shape = _check(self.name, x, dim, eps, () if weight is None else (weight,))
         if shape_of(grad) != shape:
             raise ShapeError(f"{self.name}: the gradient has shape {shape_of(grad)} but the input has {shape}")
-        width = math.prod(shape[len(shape) - dims:])
+        width = math.prod(shape[len(shape) - len(dim):])
         return (math.prod(shape) // max(1, width) + (2 if params else 0), width), \
             result_dtype(grad, x, *(() if weight is None else (weight,)))
 

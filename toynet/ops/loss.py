@@ -66,13 +66,14 @@ class CrossEntropy(Op):
     ``label_smoothing`` ``e`` (PyTorch's definition) aims at ``1 - e`` on the target plus ``e / C`` spread over
     all ``C`` classes: ``loss = (1 - e) * nll + e / C * sum_c(logsumexp - logits[c])``, which is
     ``logsumexp - (1 - e) logits[target] - e * mean_c(logits[c])``; the one-hot of the vjp becomes
-    ``(1 - e) * one_hot + e / C``.
+    ``(1 - e) * one_hot + e / C``. ``label_smoothing`` is a third input (a Python number), given only when
+    it is not 0.
     """
 
     name = "cross_entropy"
-    nondifferentiable = (1,)
+    nondifferentiable = (1, 2)
 
-    def forward(self, xp, logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+    def forward(self, xp, logits, target, label_smoothing=0.0, reduction="mean", ignore_index=-100):
         _check_reduction(self.name, reduction)  # eager mode runs infer only after a failure
         _check_smoothing(label_smoothing)
         classes = logits.shape[1]
@@ -95,7 +96,7 @@ class CrossEntropy(Op):
             return full_reduction(xp, total)
         return full_reduction(xp, total / xp.sum(valid).astype(losses.dtype))
 
-    def infer(self, logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+    def infer(self, logits, target, label_smoothing=0.0, reduction="mean", ignore_index=-100):
         _check_reduction(self.name, reduction)
         _check_smoothing(label_smoothing)
         require_float(self.name, logits)
@@ -110,9 +111,9 @@ class CrossEntropy(Op):
                              f"index per sample, without the class dimension 1), got {ts}")
         return (expected if reduction == "none" else ()), logits.dtype
 
-    def vjp(self, grad, inputs, output, reduction="mean", ignore_index=-100, label_smoothing=0.0):
+    def vjp(self, grad, inputs, output, reduction="mean", ignore_index=-100):
 
-        logits, target = inputs
+        logits, target, label_smoothing = (tuple(inputs) + (0.0,))[:3]
         valid = (target != ignore_index).to(logits.dtype)        # 1 for counted targets, 0 for ignored
         if reduction == "mean":
             valid = valid * (grad / valid.sum())
@@ -121,4 +122,4 @@ class CrossEntropy(Op):
         hot = apply(OneHot, target, num_classes=logits.shape[1], dim=1, dtype=logits.dtype)
         if label_smoothing:
             hot = hot * (1.0 - label_smoothing) + label_smoothing / logits.shape[1]
-        return (logits.softmax(1) - hot) * valid.unsqueeze(1), None
+        return ((logits.softmax(1) - hot) * valid.unsqueeze(1), None) + (None,) * (len(inputs) - 2)

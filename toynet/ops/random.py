@@ -40,7 +40,7 @@ class DropoutMask(Op):
         return shape_of(x), x.dtype
 
     def vjp(self, grad, inputs, output, **attrs):
-        return (None,)
+        return (None,) * len(inputs)
 
 
 @register
@@ -53,11 +53,12 @@ class Multinomial(Op):
     which is the order in which independent exponential clocks of rates ``p_i`` ring: the ``num_samples``
     smallest of ``E_i / p_i`` (``E_i`` standard exponential), one sort and no loop. Draws come from toynet's
     host generator, so ``toynet.manual_seed`` makes them reproducible on every device. No gradient.
+    ``num_samples`` and ``replacement`` are inputs (Python numbers).
     """
 
     name = "multinomial"
     random = True
-    nondifferentiable = (0,)
+    nondifferentiable = (0, 1, 2)
 
     def forward(self, xp, probs, num_samples=1, replacement=False):
         module = backend.array_module_of_xp(xp)
@@ -100,4 +101,4 @@ class Multinomial(Op):
         return ((num_samples,) if len(shape) == 1 else (shape[0], num_samples)), backend.int64
 
     def vjp(self, grad, inputs, output, **attrs):
-        return (None,)
+        return (None,) * len(inputs)

@@ -128,7 +128,7 @@ class Cat(Op):
 class _Triangle(Op):
     """The elements on and below (``tril``) or on and above (``triu``) diagonal ``diagonal`` of each matrix in the
     last two dimensions, zeros elsewhere. ``diagonal=0`` is the main diagonal, ``1`` the one above it, ``-1`` the
-    one below. vjp: the same triangle of the gradient."""
+    one below (an input: a Python int). vjp: the same triangle of the gradient."""
 
     def forward(self, xp, a, diagonal=0):
         if a.ndim < 2:
@@ -142,8 +142,8 @@ class _Triangle(Op):
             raise ShapeError(f"{self.name}: diagonal must be an int, got {diagonal!r}")
         return shape_of(a), a.dtype
 
-    def vjp(self, grad, inputs, output, diagonal=0):
-        return (apply(self, grad, diagonal=diagonal),)
+    def vjp(self, grad, inputs, output, **attrs):
+        return (apply(self, grad, *inputs[1:]),) + (None,) * (len(inputs) - 1)
 
 
 _TRIANGLE_NDIM = ("{op}: needs a tensor with at least 2 dimensions (a matrix, or a batch of them in the last two "
