@@ -6,7 +6,9 @@ a few need two (``rsqrt`` is ``Reciprocal(Sqrt(x))``, ``ne`` is ``Not(Equal(a, b
 
 The opset decides a few spellings: from opset 13 ``ReduceSum`` takes its axes as an input, from 18 the
 other reductions do too. The oldest opset written is 13, where ``Softmax`` normalises along one axis
-(before, it flattened the trailing axes) and ``Clip`` takes ``min``/``max`` as inputs.
+(before, it flattened the trailing axes) and ``Clip`` takes ``min``/``max`` as inputs. A transformer's ops
+use newer ones where the opset has them (``Trilu`` from 14, ``LayerNormalization`` from 17, ``Gelu`` from 20)
+and are written out in older ops below that.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ _DIRECT = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "neg": "Neg",
            "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh",
            "acosh": "Acosh", "atanh": "Atanh", "erf": "Erf", "floor": "Floor", "ceil": "Ceil", "round": "Round",
            "reciprocal": "Reciprocal"}
+_SQRT_HALF, _SQRT_2_OVER_PI = 0.7071067811865476, 0.7978845608028654
 
 
 class Writer:
@@ -263,6 +266,94 @@ def _ne(w: Writer, n: Node) -> str:
     return w.node("Not", [w.node("Equal", [w.value(x, like) for x in n.inputs])])
 
 
+def _where(w: Writer, n: Node) -> str:
+    """A literal branch takes the result's dtype (the condition, the first input, is bool)."""
+    condition, a, b = n.inputs
+    return w.node("Where", [w.value(condition), w.value(a, n), w.value(b, n)])
+
+
+# ------------------------------------------------------------------------------- a transformer's ops
+
+
+def _embedding(w: Writer, n: Node) -> str:
+    weight, indices = n.inputs
+    return w.node("Gather", [w.value(weight), w.value(indices)], axis=0)
+
+
+def _layer_norm(w: Writer, n: Node) -> str:
+    x, *params = n.inputs
+    dims, eps = len(n.attrs.get("dim", (-1,))), float(n.attrs.get("eps", 1e-5))
+    dtype = n.dtype.array_dtype
+    row = list(x.shape[len(x.shape) - dims:])
+    weight = w.value(params[0]) if params else w.constant(backend.host.ones(row, dtype=dtype), "ones")
+    bias = [w.value(params[1])] if len(params) > 1 else []
+    if w.opset >= 17:
+        return w.node("LayerNormalization", [w.value(x), weight] + bias, axis=-dims, epsilon=eps)
+    axes = list(range(len(x.shape) - dims, len(x.shape)))
+    mean = _reduce_mean(w, w.value(x), axes)
+    centered = w.node("Sub", [w.value(x), mean])
+    variance = _reduce_mean(w, w.node("Mul", [centered, centered]), axes)
+    std = w.node("Sqrt", [w.node("Add", [variance, w.constant(backend.host.asarray(eps, dtype=dtype), "eps")])])
+    result = w.node("Mul", [w.node("Div", [centered, std]), weight])
+    return w.node("Add", [result] + bias) if bias else result
+
+
+def _reduce_mean(w: Writer, value: str, axes: list[int]) -> str:
+    if w.opset >= 18:
+        return w.node("ReduceMean", [value, w.ints(axes)], keepdims=1)
+    return w.node("ReduceMean", [value], axes=axes, keepdims=1)
+
+
+def _gelu(w: Writer, n: Node) -> str:
+    x = w.value(n.inputs[0])
+    approximate = "tanh" if n.op.name == "gelu_tanh" else "none"
+    if w.opset >= 20:
+        return w.node("Gelu", [x], approximate=approximate)
+
+    def number(value: float) -> str:
+        return w.value(value, n)
+    if approximate == "tanh":   # x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        cube = w.node("Mul", [w.node("Mul", [x, x]), x])
+        inner = w.node("Mul", [w.node("Add", [x, w.node("Mul", [cube, number(0.044715)])]), number(_SQRT_2_OVER_PI)])
+        cdf = w.node("Add", [w.node("Tanh", [inner]), number(1.0)])
+    else:                       # x/2 (1 + erf(x / sqrt(2)))
+        cdf = w.node("Add", [w.node("Erf", [w.node("Mul", [x, number(_SQRT_HALF)])]), number(1.0)])
+    return w.node("Mul", [w.node("Mul", [x, number(0.5)]), cdf])
+
+
+def _triangle(upper: int) -> Callable:
+    def convert(w: Writer, n: Node) -> str:
+        x, diagonal = n.inputs[0], int(n.inputs[1]) if len(n.inputs) > 1 else 0
+        if w.opset >= 14:
+            k = w.constant(backend.host.asarray(diagonal, dtype=backend.host.int64), "k")
+            return w.node("Trilu", [w.value(x), k], upper=upper)
+        rows, cols = x.shape[-2:]
+        keep = (backend.host.triu if upper else backend.host.tril)(backend.host.ones((rows, cols), dtype=bool), diagonal)
+        return w.node("Where", [w.constant(keep, "triangle"), w.value(x), w.value(0, x)])
+    return convert
+
+
+def _gather(w: Writer, n: Node) -> str:
+    x, index = n.inputs
+    dim = n.attrs.get("dim", 0)
+    data = w.value(x)
+    if any(d != dim and i != s for d, (i, s) in enumerate(zip(index.shape, x.shape))):  # read only the corner
+        axes = [d for d in range(len(x.shape)) if d != dim]
+        data = w.node("Slice", [data, w.ints([0] * len(axes)), w.ints([index.shape[d] for d in axes]), w.ints(axes)])
+    return w.node("GatherElements", [data, w.value(index)], axis=dim)
+
+
+def _topk_indices(w: Writer, n: Node) -> str:
+    """ONNX's TopK gives the values and the indices; toynet's op is the indices (the values are a gather)."""
+    x, k, largest = n.inputs
+    values, indices = w.fresh(n.name), w.fresh(n.name)
+    k = w.constant(backend.host.asarray([int(k)], dtype=backend.host.int64), "k")
+    w.nodes.append(w.helper.make_node("TopK", [w.value(x), k], [values, indices], name=w.fresh(n.name),
+                                      doc_string=n.source, axis=n.attrs.get("dim", -1), largest=int(bool(largest)),
+                                      sorted=1))
+    return indices
+
+
 CONVERTERS: dict[str, Callable[[Writer, Node], str]] = {
     **{name: _direct(op_type) for name, op_type in _DIRECT.items()},
     "linear": _linear, "conv2d": _conv2d, "batch_norm": _batch_norm,
@@ -272,5 +363,8 @@ CONVERTERS: dict[str, Callable[[Writer, Node], str]] = {
     "softmax": _axis_op("Softmax"), "log_softmax": _axis_op("LogSoftmax"),
     "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "amax": _reduce("ReduceMax"),
     "argmax": _argmax, "cast": _cast, "rsqrt": _rsqrt, "ne": _ne, "cumsum": _cumsum,
-    "getitem": _getitem,
+    "getitem": _getitem, "where": _where,
+    "embedding": _embedding, "layer_norm": _layer_norm, "gelu": _gelu, "gelu_tanh": _gelu,
+    "tril": _triangle(0), "triu": _triangle(1),
+    "gather": _gather, "topk_indices": _topk_indices,
 }

@@ -1,8 +1,8 @@
-"""ONNX ops that cut, pad and rearrange tensors: Split, Pad, Trilu, CumSum, Tile, Hardmax, DepthToSpace,
-SpaceToDepth.
+"""ONNX ops that cut, pad, pick from and rearrange tensors: Split, Pad, Trilu, CumSum, Tile, Hardmax,
+DepthToSpace, SpaceToDepth, GatherElements, TopK.
 
 Each becomes toynet ops that already have gradients (``getitem`` with slices or index arrays, ``cat``,
-``where``, ``reshape``, ``permute``) or, for CumSum, toynet's ``cumsum``. Registered in
+``where``, ``reshape``, ``permute``) or, for CumSum and Trilu, toynet's ``cumsum``, ``tril`` and ``triu``. Registered in
 :data:`toynet.onnx.import_ops.IMPORTERS`.
 """
 
@@ -34,12 +34,25 @@ def _split(b, args, attrs):
 
 @importer("Trilu")
 def _trilu(b, args, attrs):
-    x = args[0]
     k = int(b.known(args[1], "k").item()) if len(args) > 1 and args[1] is not None else 0
-    rows, cols = x.shape[-2:]
-    keep = (backend.host.triu if attrs.get("upper", 1) else backend.host.tril)(
-        backend.host.ones((rows, cols), dtype=bool), k)
-    return b.op("where", b.constant(keep, "triangle"), x, b.constant(backend.host.zeros((), x.dtype.array_dtype)))
+    return b.op("triu" if attrs.get("upper", 1) else "tril", args[0], k)
+
+
+@importer("GatherElements")
+def _gather_elements(b, args, attrs):
+    x, index = args
+    axis = attrs.get("axis", 0) % len(x.shape)
+    index = b.op("where", b.op("lt", index, 0), b.op("add", index, x.shape[axis]), index)  # negative: from the end
+    return b.op("gather", x, b.op("cast", index, dtype=backend.int64), dim=axis)
+
+
+@importer("TopK")
+def _topk(b, args, attrs):
+    x = args[0]
+    k = int(backend.host.asarray(b.known(args[1], "K")).reshape(-1)[0])
+    axis = attrs.get("axis", -1) % len(x.shape)
+    indices = b.op("topk_indices", x, k, bool(attrs.get("largest", 1)), dim=axis)
+    return [b.op("gather", x, indices, dim=axis), indices]
 
 
 @importer("CumSum")

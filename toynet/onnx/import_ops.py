@@ -103,13 +103,10 @@ def _xor(b, args, attrs):
 
 @importer("Gelu")
 def _gelu(b, args, attrs):
-    x = args[0]
     approximate = attrs.get("approximate", b"none")
-    if (approximate.decode() if isinstance(approximate, bytes) else approximate) == "tanh":
-        inner = b.op("mul", b.op("add", x, b.op("mul", b.op("mul", b.op("mul", x, x), x), 0.044715)),
-                     0.7978845608028654)  # sqrt(2 / pi)
-        return b.op("mul", b.op("mul", x, 0.5), b.op("add", b.op("tanh", inner), 1.0))
-    return b.op("mul", b.op("mul", x, 0.5), b.op("add", b.op("erf", b.op("mul", x, 0.7071067811865476)), 1.0))
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    refuse(b, {"approximate": approximate}, approximate=lambda a: a in ("none", "tanh"))
+    return b.op("gelu" if approximate == "none" else "gelu_tanh", args[0])
 
 
 @importer("Cast")
@@ -317,10 +314,14 @@ def _layer_norm(b, args, attrs):
     bias = args[2] if len(args) > 2 else None
     axis = attrs.get("axis", -1) % len(x.shape)
     dims = tuple(range(axis, len(x.shape)))
-    mean = b.op("mean", x, dim=dims, keepdim=True)
+    eps = float(attrs.get("epsilon", 1e-5))
+    wanted = [name for name in b.onnx_node.output if name]
+    if len(wanted) == 1 and all(p is None or tuple(p.shape) == tuple(x.shape[axis:]) for p in (scale, bias)):
+        return b.op("layer_norm", *(p for p in (x, scale, bias) if p is not None), dim=dims, eps=eps)
+    mean = b.op("mean", x, dim=dims, keepdim=True)   # the optional outputs Mean and InvStdDev are asked for
     centred = b.op("sub", x, mean)
     variance = b.op("mean", b.op("mul", centred, centred), dim=dims, keepdim=True)
-    inv_std = b.op("rsqrt", b.op("add", variance, float(attrs.get("epsilon", 1e-5))))
+    inv_std = b.op("rsqrt", b.op("add", variance, eps))
     result = b.op("mul", b.op("mul", centred, inv_std), scale)
     result = result if bias is None else b.op("add", result, bias)
     return [result, mean, inv_std]  # ONNX's optional outputs Mean and InvStdDev
