@@ -72,8 +72,7 @@ def mask_bias(mask: Tensor, dtype: Any) -> Tensor:
 def causal_bias(length: int, source: int, dtype: Any, device: Any) -> Tensor:
     """``(length, source)`` zeros on and below the diagonal and ``-inf`` above it: query ``i`` sees keys ``<= i``.
     Made once per size (a constant of any graph that reads it)."""
-    full = Tensor.from_data(device.xp.full((length, source), float("-inf"), dtype=dtype.array_dtype), device=device)
-    return full.triu(1)
+    return Tensor.wrap(device.xp.full((length, source), float("-inf"), dtype=dtype.array_dtype), device).triu(1)
 
 
 def _check_attention(query: Tensor, key: Tensor, value: Tensor) -> None:
