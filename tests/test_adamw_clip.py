@@ -564,3 +564,25 @@ def test_clipping_after_loss_scaling_skips_an_overflowing_step_whole(either_path
         changed = any(not np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters()))
         assert changed is not bad
         assert all(np.isfinite(p.numpy()).all() for p in model.parameters())
+
+
+def test_clipping_and_adamw_on_every_device(device):
+    """On the strict stand-in GPU a stray NumPy call in the clipping or the update would fail."""
+    params = [nn.Parameter(flow.tensor(np.zeros(g.shape, np.float32), device=device)) for g in GRADS]
+    for p, g in zip(params, GRADS):
+        p.grad = flow.tensor(g, device=device)
+    norm = flow.nn.utils.clip_grad_norm_(params, 0.5, error_if_nonfinite=True)
+    assert norm.device == device
+    cpu = with_grads(flow, GRADS)
+    flow.nn.utils.clip_grad_norm_(cpu, 0.5)
+    for p, q in zip(params, cpu):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6)
+    eager, lazy = mlp().to(device), mlp().to(device)
+    eager_opt = GRAPH_CONFIGS["adamw_two_groups"](eager)
+    graph = TrainGraph(lazy, GRAPH_CONFIGS["adamw_two_groups"](lazy))
+    for x, y in batches(3):
+        x, y = x.to(device), y.to(device)
+        expected = eager_step(eager, eager_opt, x, y)
+        assert graph(x, y).item() == pytest.approx(expected, rel=1e-6)
+    for p, q in zip(lazy.parameters(), eager.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
