@@ -586,3 +586,12 @@ def test_clipping_and_adamw_on_every_device(device):
         assert graph(x, y).item() == pytest.approx(expected, rel=1e-6)
     for p, q in zip(lazy.parameters(), eager.parameters()):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_a_loaded_max_norm_without_a_norm_type_gets_the_euclidean_one():
+    params = with_grads(flow, GRADS)
+    opt = SGD(params, lr=0.1)
+    saved = opt.state_dict()
+    saved["param_groups"][0]["clip_grad_max_norm"] = 0.5
+    opt.load_state_dict(saved)
+    assert opt.param_groups[0]["clip_grad_norm_type"] == 2.0

@@ -170,6 +170,8 @@ class OptimizerState:
             for key, value in saved.items():
                 checks.check_extra(key, value, known=set(self.defaults) | set(checks.SCHEDULER_KEYS))
             new_group = {**group, **{k: v for k, v in saved.items() if k != "params"}, "params": group["params"]}
+            if checks.CLIP_MAX_NORM in new_group:   # (as add_param_group does)
+                new_group.setdefault(checks.CLIP_NORM_TYPE, 2.0)
             self._validate(new_group)
         except (TypeError, ValueError) as error:
             raise ValueError(f"loaded parameter group {i}: {error}") from error
