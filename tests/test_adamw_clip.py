@@ -595,3 +595,32 @@ def test_a_loaded_max_norm_without_a_norm_type_gets_the_euclidean_one():
     saved["param_groups"][0]["clip_grad_max_norm"] = 0.5
     opt.load_state_dict(saved)
     assert opt.param_groups[0]["clip_grad_norm_type"] == 2.0
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_clipping_added_to_a_group_after_compiling_recompiles(fast):
+    """The guard compares a group's set of settings too: a clip_grad_max_norm added after the first call must
+    reach the compiled step (the old plan, without clipping, would take a step 1000 times larger)."""
+    with flow.set_fast_path(fast):
+        flow.manual_seed(0)
+        model = flow.nn.Linear(4, 1)
+        opt = flow.optim.SGD(model.parameters(), lr=0.1)
+
+        class Step(flow.nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+                self.add_optimizer(opt)
+
+            def build(self, x):
+                loss = (self.model(x) * 100).sum()
+                loss.backward()
+                return loss
+
+        step, x = Step(), flow.randn(8, 4)
+        step(x)
+        before = model.weight.numpy().copy()
+        opt.param_groups[0]["clip_grad_max_norm"] = 1e-3
+        step(x)
+        moved = np.abs(model.weight.numpy() - before).max()
+        assert 0 < moved <= 0.1 * 1e-3 + 1e-9, f"the step moved a weight by {moved}: clipping was not applied"

@@ -286,6 +286,7 @@ def conditions_of(graph: Any, states: list[tuple[str, Tensor]]) -> list[Conditio
             require(group, (("key", "params"), *LEN), "optimizer", other_parameters)
             for j in range(len(group["params"])):
                 require(group, (("key", "params"), ("key", j)), "optimizer", other_parameters)
+            require(group, (("of", sorted),), "optimizer", f"{label}'s group {k} now has settings {{now}}", same="==")
             changed = f"{compiled_for} {FED}"
             for key in [key for key in group if key not in ("params", "lr")]:
                 require(group, (("key", key),), "optimizer", f"{label}'s {key} is {{now}} in group {k}, {changed}")

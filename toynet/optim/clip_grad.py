@@ -19,10 +19,9 @@ the same lines run on eager gradients and, while ``nn.Graph`` traces, on lazy on
 In Eager mode ``optimizer.clip_grad()`` clips each such group (the norm is over the group's gradients),
 then ``optimizer.step()`` updates; in an ``nn.Graph`` the traced training step clips them itself, before
 the updates (:func:`clip_traced`, called by :func:`toynet.nn.graph_train.trace_updates`). A compiled plan
-holds the clipping settings as constants: changing a group's ``clip_grad_max_norm`` makes the next call
-compile again (the plan's guard compares every hyper-parameter of a group; see
-:mod:`toynet.nn.graph_plans`). Give a group its clipping keys when it is made: a plan compiled before a
-group *had* them does not know to look for them.
+holds the clipping settings as constants: adding, changing or removing a group's ``clip_grad_max_norm``
+makes the next call compile again (the plan's guard compares a group's set of settings and each value; see
+:mod:`toynet.nn.graph_plans`).
 
 **All or nothing.** Every new gradient is computed before any is written; a non-finite norm with
 ``error_if_nonfinite=True`` raises before anything changed. Graph mode cannot raise half-way through a
