@@ -2,9 +2,9 @@
 names, initialisation and printout, so that a PyTorch model's ``state_dict`` loads into the toynet one.
 
 ``Embedding`` and ``LayerNorm`` are thin modules around :mod:`toynet.nn.functional`; ``MultiheadAttention``
-projects its inputs, splits the heads, calls the attention of :func:`~toynet.nn.functional_transformer.
-scaled_dot_product_attention`'s maths with PyTorch's masks (True there means *masked*, the reverse of
-``scaled_dot_product_attention``'s bool mask) and projects the heads back.
+projects its inputs, splits the heads, computes the attention of ``scaled_dot_product_attention`` with
+PyTorch's masks (True there means *masked*, the reverse of ``scaled_dot_product_attention``'s bool mask)
+and projects the heads back.
 """
 
 from __future__ import annotations
