@@ -242,7 +242,7 @@ def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, b
         raise ShapeError(f"layer_norm: normalized_shape {shape} must be the last dimension(s) of the input, whose "
                          f"shape is {tuple(a.shape)} (e.g. normalized_shape={tuple(a.shape[-1:])})")
     if bias is not None and weight is None:   # the op takes a weight before a bias
-        weight = Tensor.from_data(a.device.xp.ones(shape, dtype=bias.dtype.array_dtype), device=a.device)
+        weight = Tensor.wrap(a.device.xp.ones(shape, dtype=bias.dtype.array_dtype), a.device)
     params = [p for p in (weight, bias) if p is not None]
     return apply(OPS["layer_norm"], a, *params, dim=tuple(range(a.ndim - len(shape), a.ndim)), eps=float(eps))
 
