@@ -24,6 +24,7 @@ own (``gelu``, ``gelu_tanh``; ``gelu_grad``, ``gelu_tanh_grad``), so that none n
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from typing import Any, Callable
@@ -149,57 +150,59 @@ def _gelu(xp: Any, x: Any, out: Any, approximate: str) -> Any:
     return xp.multiply(cdf, x, out=out)
 
 
-def _gelu_derivative(xp: Any, x: Any, approximate: str) -> Any:
-    """``d gelu / dx`` for one chunk (a new array)."""
+def _gelu_derivative(xp: Any, x: Any, y: Any, approximate: str) -> Any:
+    """``d gelu / dx`` for one chunk (a new array), from ``x`` and the forward's output ``y = x Phi(x)``: then
+    ``Phi(x) = y / x`` (1/2 at 0) costs a division, not the polynomial again."""
+    errstate = getattr(xp, "errstate", None)   # NumPy warns of 0 / 0, which copyto replaces just below
+    with errstate(invalid="ignore", divide="ignore") if errstate else contextlib.nullcontext():
+        cdf = xp.divide(y, x)
+    xp.copyto(cdf, 0.5, where=x == 0)
     if approximate == "tanh":
-        tanh = xp.tanh(_tanh_inner(xp, x))
-        # 0.5 (1 + T) + 0.5 x (1 - T^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+        # tanh's derivative 1 - T^2 is 4 Phi (1 - Phi), so: Phi + 2 x Phi (1 - Phi) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
         slope = xp.multiply(x, x)
         slope *= 3 * _TANH_CUBIC
         slope += 1.0
         slope *= x
-        slope *= 0.5 * _SQRT_2_OVER_PI
-        square = xp.multiply(tanh, tanh)
-        xp.subtract(1.0, square, out=square)
-        slope *= square
-        tanh += 1.0
-        tanh *= 0.5
-        slope += tanh
-        return slope
-    derivative = _cdf(xp, x)
-    density = _exp_half_square(xp, x)
-    density *= x
-    density *= 1.0 / math.sqrt(2.0 * math.pi)      # x phi(x)
-    derivative += density
-    return derivative
+        slope *= 2 * _SQRT_2_OVER_PI
+        rest = xp.subtract(1.0, cdf)
+        rest *= cdf
+        slope *= rest
+    else:
+        slope = _exp_half_square(xp, x)
+        slope *= xp.multiply(x, 1.0 / math.sqrt(2.0 * math.pi))     # x phi(x), phi the normal density
+    cdf += slope
+    return cdf
 
 
-def _by_chunks(xp: Any, kernel: Callable, shape: tuple, dtype: Any, out: Any, x: Any, factor: Any = None) -> Any:
-    """Run ``kernel(xp, chunk of x, chunk of out)`` (``factor is None``: it writes its result there) or
-    ``kernel(xp, chunk of x)`` times the same chunk of ``factor``, a chunk at a time, into ``out``.
+def _by_chunks(xp: Any, kernel: Callable, shape: tuple, dtype: Any, out: Any, arrays: tuple,
+               factor: Any = None) -> Any:
+    """Run ``kernel(xp, *chunks of arrays, chunk of out)`` (``factor is None``: it writes its result there) or
+    ``kernel(xp, *chunks of arrays)`` times the same chunk of ``factor``, a chunk at a time, into ``out``.
 
-    Each chunk is read before its part of ``out`` is written, so ``out`` may be ``x`` or ``factor`` itself
+    Each chunk is read before its part of ``out`` is written, so ``out`` may be one of the inputs itself
     (Graph mode's plans write elementwise ops in place). float16 is computed in float32."""
     if out is None:
         out = xp.empty(shape, dtype=dtype)
-    compute = "float64" if x.dtype.itemsize == 8 else "float32"
-    if xp.__name__ != "numpy" or not out.flags.c_contiguous or factor is not None and factor.shape != x.shape:
+    compute = "float64" if arrays[0].dtype.itemsize == 8 else "float32"
+    if xp.__name__ != "numpy" or not out.flags.c_contiguous or any(a.shape != shape for a in arrays) or \
+            factor is not None and factor.shape != shape:
         # a GPU runs one kernel per operation whatever the size; broadcasting needs whole arrays
-        parts = [(x, out, factor)]
+        parts = [(arrays, out, factor)]
     else:
-        flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+        flat = [a.reshape(-1) for a in arrays]
+        flat_out = out.reshape(-1)
         flat_factor = None if factor is None else factor.reshape(-1)
-        step = max(1, CHUNK_BYTES // max(x.itemsize, 4))
-        parts = [(flat_x[s], flat_out[s], None if factor is None else flat_factor[s])
-                 for s in (slice(start, start + step) for start in range(0, flat_x.size, step))]
-    for x_part, out_part, factor_part in parts:
-        x_part = x_part.astype(compute, copy=False)
+        step = max(1, CHUNK_BYTES // max(arrays[0].itemsize, 4))
+        parts = [([f[s] for f in flat], flat_out[s], None if factor is None else flat_factor[s])
+                 for s in (slice(start, start + step) for start in range(0, flat_out.size, step))]
+    for array_parts, out_part, factor_part in parts:
+        array_parts = [a.astype(compute, copy=False) for a in array_parts]
         if factor is None:
-            result = kernel(xp, x_part, out_part if out_part.dtype == x_part.dtype else None)
+            result = kernel(xp, *array_parts, out_part if out_part.dtype == compute else None)
             if result is not out_part:
                 out_part[...] = result
         else:
-            xp.multiply(kernel(xp, x_part), factor_part, out=out_part)
+            xp.multiply(kernel(xp, *array_parts), factor_part, out=out_part)
     return out
 
 
@@ -211,14 +214,16 @@ def _check(op: str, x: Any) -> None:
 
 
 class _Gelu(Elementwise):
-    """``x * Phi(x)`` (see the module docstring); d/dx = Phi(x) + x phi(x), as ``gelu_grad`` computes it."""
+    """``x * Phi(x)`` (see the module docstring); d/dx = Phi(x) + x phi(x), as ``gelu_grad`` computes it
+    (from the output too: ``Phi(x)`` is ``output / x``)."""
 
     approximate = "none"
+    saves_output = True
 
     def forward(self, xp, x, out=None):
         _check(self.name, x)
         kernel = functools.partial(_gelu, approximate=self.approximate)
-        return _by_chunks(xp, kernel, x.shape, x.dtype, out, x)
+        return _by_chunks(xp, kernel, x.shape, x.dtype, out, (x,))
 
     def infer(self, x):
         _check(self.name, x)
@@ -228,27 +233,27 @@ class _Gelu(Elementwise):
         x = inputs[0]
         if mode.grad_enabled:   # create_graph=True: the gradient is differentiated again, so use plain ops
             return (grad * gelu_derivative(x, self.approximate),)
-        return (apply(GRADS[self.name], grad, x),)
+        return (apply(GRADS[self.name], grad, x, output),)
 
 
 class _GeluGrad(Elementwise):
-    """Backward helper: ``grad * gelu'(x)`` in one sweep (the gradient of ``gelu`` when it is not itself
-    differentiated; :func:`gelu_derivative` writes the same with plain ops for ``create_graph=True``)."""
+    """Backward helper: ``grad * gelu'(x)`` in one sweep, from ``grad``, ``x`` and gelu's output ``y`` (the
+    gradient of ``gelu`` when it is not itself differentiated; :func:`gelu_derivative` writes the same with
+    plain ops for ``create_graph=True``)."""
 
     approximate = "none"
-    nondifferentiable = (0, 1)
+    nondifferentiable = (0, 1, 2)
 
-    def forward(self, xp, grad, x, out=None):
+    def forward(self, xp, grad, x, y, out=None):
         _check(self.name, x)
-        shape = tuple(broadcast_shapes(self.name, grad.shape, x.shape))
-        if x.shape != shape:
-            x = xp.broadcast_to(x, shape)
+        shape = tuple(broadcast_shapes(self.name, grad.shape, x.shape, y.shape))
+        x, y = (a if a.shape == shape else xp.broadcast_to(a, shape) for a in (x, y))
         kernel = functools.partial(_gelu_derivative, approximate=self.approximate)
-        return _by_chunks(xp, kernel, shape, xp.result_type(grad, x), out, x, grad)
+        return _by_chunks(xp, kernel, shape, xp.result_type(grad, x), out, (x, y), grad)
 
-    def infer(self, grad, x):
+    def infer(self, grad, x, y):
         _check(self.name, x)
-        return super().infer(grad, x)
+        return super().infer(grad, x, y)
 
     def vjp(self, grad, inputs, output, **attrs):
         raise NotImplementedError(f"{self.name} is used only when the gradient is not itself differentiated; "
