@@ -16,7 +16,8 @@ with polynomials fitted (once, when first needed) to ``math.erfc``:
   ``t`` (interpolated at Chebyshev points) gives ``erfc`` to about 1e-14, relative, so ``Phi`` keeps its
   precision in both tails (``c = erfc(z) / 2`` is ``Phi`` for ``x < 0``, ``1 - c`` for ``x >= 0``).
 
-The derivative is ``gelu'(x) = Phi(x) + x phi(x)``, ``phi(x) = exp(-x^2/2) / sqrt(2 pi)`` the normal density.
+The derivative is ``gelu'(x) = Phi(x) + x phi(x)``, ``phi(x) = exp(-x^2/2) / sqrt(2 pi)`` the normal density;
+``Phi(x)`` is then read from the output ``y``, as ``y / x``, so the backward pass fits nothing again.
 Each op runs over cache-sized chunks of the data, every step on a chunk while it is in the CPU cache;
 ``gelu_grad`` is the vjp's op, used when the gradient is not itself differentiated. Each form is an op of its
 own (``gelu``, ``gelu_tanh``; ``gelu_grad``, ``gelu_tanh_grad``), so that none needs an attribute.
@@ -27,7 +28,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import backend, mode
 from ._op import OPS, Elementwise, ShapeError, apply, broadcast_shapes, register
@@ -42,7 +44,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TANH_CUBIC = 0.044715
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tanh_form_fit(degree: int = TANH_DEGREE, limit: float = TANH_RANGE, points: int = 300) -> tuple[float, ...]:
     """Coefficients (constant first) of ``h`` with ``Phi(x) = (1 + tanh(x h(x^2))) / 2`` on ``|x| <= limit``.
 
@@ -75,7 +77,7 @@ def _erfcx(z: float) -> float:
     return total / (z * math.sqrt(math.pi))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def erfc_fit(degree: int = ERFC_DEGREE) -> tuple[float, ...]:
     """Coefficients (constant first) of ``Q(t) / 2``, with ``erfc(z) / 2 = t exp(-z^2) Q(t) / 2``: Chebyshev
     interpolation of ``Q`` for ``t`` in [0, 1] (at ``t = 0``, ``z`` infinite, ``Q`` tends to ``P / sqrt(pi)``)."""

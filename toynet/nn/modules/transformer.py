@@ -67,7 +67,7 @@ class Embedding(Module):
 
     @classmethod
     def from_pretrained(cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None,
-                        **kwargs: Any) -> "Embedding":
+                        **kwargs: Any) -> Embedding:
         """An Embedding whose weight is (a copy of the memory of) ``embeddings``; frozen unless ``freeze=False``."""
         if embeddings.ndim != 2:
             raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got shape {tuple(embeddings.shape)}")
