@@ -35,7 +35,7 @@ FLOORS: list[tuple[str, tuple[str, ...], str]] = [
      "Tensor and apply(): Eager mode"),
     ("static", ("toynet.static",), "Graph mode: IR, tracer, passes, compiler"),
     ("nn / optim", ("toynet.nn", "toynet.optim", "toynet.utils", "toynet.dynamic.amp"), "modules, nn.Graph, optimizers, data"),
-    ("vision", ("toynet.vision",), "CIFAR-10, transforms, MobileNetV2"),
+    ("vision / text", ("toynet.vision", "toynet.text"), "CIFAR-10, transforms, MobileNetV2; a text corpus, a tiny GPT"),
     ("onnx", ("toynet.onnx",), "ONNX export and import (optional onnx package)"),
     ("viz", ("toynet.viz",), "pictures of both designs; notebook display"),
     ("package", ("toynet",), "import toynet as flow"),
