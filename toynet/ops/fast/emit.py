@@ -48,8 +48,13 @@ def call_source(function: str, args: list[str], out: str | None = None) -> str:
 # ------------------------------------------------------------------------------------------- emit rules
 
 
+def _stacked_rows(inputs) -> bool:
+    """A stack of rows times one matrix, which forward computes as one product (:mod:`.matmul`)."""
+    return len(shape_of(inputs[0])) > 2 and len(shape_of(inputs[1])) == 2
+
+
 def _matmul(args, inputs, out=None):
-    return call_source("xp.matmul", args, out)
+    return None if _stacked_rows(inputs) else call_source("xp.matmul", args, out)
 
 
 def _reshape(args, inputs, out=None, shape=()):
@@ -86,6 +91,8 @@ def _sum_squares(args, inputs, out=None):
 
 
 def _linear(args, inputs, out=None):
+    if _stacked_rows(inputs):
+        return None
     product = call_source("xp.matmul", [args[0], f"{args[1]}.T"], out)
     return product if len(args) == 2 else _plus(product, args[2], out)
 

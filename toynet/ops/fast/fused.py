@@ -23,6 +23,7 @@ Every fused op is tested equal to the plain ops it stands for (tests/test_fast_p
 from __future__ import annotations
 
 from ... import backend
+from .matmul import folded_matmul
 from .._op import (OPS, Elementwise, Op, ShapeError, apply, full_reduction, needs_grad, register, require_float,
                    shape_of, unbroadcast)
 
@@ -41,7 +42,10 @@ class Linear(Op):
     supports_out = True
 
     def forward(self, xp, x, weight, bias=None, out=None):
-        y = xp.matmul(x, weight.T, out=out)
+        if x.ndim > 2 and (out is None or out.flags.c_contiguous):   # (a transformer's (B, T, C) input)
+            y = folded_matmul(xp, x, weight.T, out)
+        else:
+            y = xp.matmul(x, weight.T, out=out)
         if bias is not None:
             y += bias
         return y
