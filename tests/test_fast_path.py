@@ -299,7 +299,8 @@ def test_emit_rules_paste_attributes_through_repr():
 # ------------------------------------------------------------------------------------ the fast passes
 
 
-FAST_PIPELINE = ["EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "EliminateDeadCode",
+FAST_PIPELINE = ["EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "MergeSliceGradients",
+                 "EliminateDeadCode",
                  "ReassociateScalars", "FoldBatchNorm", "RecomputeActivations", "ChannelsLast",
                  "FuseElementwise", "PlanMemory"]   # (and ChooseKernels before PlanMemory, when a graph opts in)
 
@@ -360,3 +361,51 @@ def test_a_stack_of_rows_times_a_matrix_is_one_product_with_the_lesson_result():
         out = np.empty((3, 5, 6), np.float32)
         assert type(flow.ops.OPS["matmul"]).forward(flow.ops.OPS["matmul"], np, a, b, out=out) is out
         np.testing.assert_allclose(out, lesson, rtol=1e-6)
+
+
+def _split_graph(pieces):
+    """A training graph whose loss reads the pieces of x (16 columns) taken by ``pieces(x)``."""
+    weight = flow.nn.Parameter(flow.randn(4, 16))
+
+    class Holder(flow.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = weight
+
+    holder = Holder()
+
+    class Step(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.holder = holder
+            self.add_optimizer(flow.optim.SGD(holder.parameters(), lr=0.1))
+
+        def build(self, x):
+            h = x @ self.holder.weight
+            loss = sum(((k + 1) * p).square().sum() for k, p in enumerate(pieces(h)))
+            loss.backward()
+            return loss
+    return Step(), holder
+
+
+@pytest.mark.parametrize("pieces, merges", [
+    (lambda h: h.split(4, dim=1), 1),                       # 4 slices tile the columns: one cat
+    (lambda h: h.split([3, 5, 8], dim=1), 1),
+    (lambda h: (h[:, :4], h[:, 8:]), 0),                    # a gap: zeros are needed, nothing to merge
+    (lambda h: (h[:, :8], h[:, 4:]), 0),                    # an overlap: the gradients must add
+    (lambda h: (h[:2], h[2:]), 1),                          # along the rows
+])
+def test_merge_slice_gradients_writes_a_split_s_gradient_as_one_cat_with_the_same_numbers(pieces, merges):
+    x = flow.randn(4, 4)
+    flow.manual_seed(0)
+    with flow.set_fast_path(True):
+        step, holder = _split_graph(pieces)
+        loss = step(x)
+        report = next(r for r in step.passes if r.name == "MergeSliceGradients")
+        assert len(report.fused) == merges
+        fast_weight = holder.weight.numpy()
+    flow.manual_seed(0)
+    with flow.set_fast_path(False):
+        step, holder = _split_graph(pieces)
+        np.testing.assert_allclose(step(x).numpy(), loss.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(holder.weight.numpy(), fast_weight, rtol=1e-5, atol=1e-6)
