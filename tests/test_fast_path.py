@@ -409,3 +409,15 @@ def test_merge_slice_gradients_writes_a_split_s_gradient_as_one_cat_with_the_sam
         step, holder = _split_graph(pieces)
         np.testing.assert_allclose(step(x).numpy(), loss.numpy(), rtol=1e-6)
         np.testing.assert_allclose(holder.weight.numpy(), fast_weight, rtol=1e-5, atol=1e-6)
+
+
+def test_a_pass_that_changes_nothing_reports_the_graph_it_was_given(fast_path):
+    """static/fast/shared_reports.py: no copy is kept for a pass that found nothing to do; a pass that changed
+    the graph keeps its own copy, and the graph it was given is untouched."""
+    _, _, graph = train_conv(True, 1)
+    reports = {r.name: r for r in graph.passes}
+    assert reports["FoldBatchNorm"].before is reports["FoldBatchNorm"].after      # (a training graph: nothing)
+    fuse = reports["FuseElementwise"]
+    assert fuse.before is not fuse.after and fuse.ops_after < fuse.ops_before
+    from toynet.static.fast.shared_reports import same_graph
+    assert same_graph(fuse.before, fuse.before.copy()) and not same_graph(fuse.before, fuse.after)

@@ -405,6 +405,8 @@ def mutate(structure, edits, sentinel):
             old = parent[key]
         except (KeyError, IndexError, TypeError):
             continue
+        if not isinstance(parent, (dict, list)):   # an earlier edit made the path end inside a string
+            continue
         if action == "replace":
             parent[key] = value
         elif action == "delete":

@@ -76,8 +76,10 @@ class Node:
     requires_grad: bool = False
     kernel: str = ""
 
-    def __post_init__(self) -> None:  # own copies: a pass may rewrite them
-        self.shape, self.inputs, self.attrs = tuple(self.shape), tuple(self.inputs), dict(self.attrs or {})
+    def __post_init__(self) -> None:
+        # Copies of a graph (one per pass, kept for its report) share each node's attrs dict: a pass gives a
+        # node new attributes by replacing the dict (node.attrs = dict(node.attrs, ...)), never by editing it.
+        self.shape, self.inputs, self.attrs = tuple(self.shape), tuple(self.inputs), self.attrs or {}
 
     def redirect_inputs(self, replaced: dict[int, "Node"]) -> None:
         """Read replacement nodes (``id(old) -> new``) instead of the ones a pass removed."""
