@@ -258,6 +258,9 @@ CALLS: dict[str, Call] = {
     "multinomial": Call(lambda d: (f32(2, 3, positive=True, device=d).multinomial(2), []), grad=False,
                         out_dtype=flow.int64),
     "tril": unary(lambda x: x.tril()), "triu": unary(lambda x: x.triu(1)),
+    # softmax's backward as one op (toynet/ops/fast/softmax.py)
+    "softmax_grad": Call(lambda d: (lambda g, s: (apply(OPS["softmax_grad"], g, s.softmax(1), dim=1), [g, s]))(
+        f32(2, 3, device=d), f32(2, 3, device=d))),
 }
 
 #: Ops that take no float input, so float32 discipline does not apply to them.

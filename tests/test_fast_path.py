@@ -421,3 +421,21 @@ def test_a_pass_that_changes_nothing_reports_the_graph_it_was_given(fast_path):
     assert fuse.before is not fuse.after and fuse.ops_after < fuse.ops_before
     from toynet.static.fast.shared_reports import same_graph
     assert same_graph(fuse.before, fuse.before.copy()) and not same_graph(fuse.before, fuse.after)
+
+
+def test_softmax_backward_as_one_op_gives_the_lesson_gradients_and_second_derivatives():
+    """ops/fast/softmax.py: softmax's vjp is one softmax_grad op on the fast path; first and second derivatives
+    equal the lesson's four-op formula."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    data, weights = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    results = {}
+    for fast in (False, True):
+        with flow.set_fast_path(fast):
+            x = flow.tensor(data, requires_grad=True)
+            y = (x.softmax(-1) * flow.tensor(weights)).square().sum()
+            (g,) = flow.autograd.grad(y, [x], create_graph=True)
+            (gg,) = flow.autograd.grad(g.sin().sum(), [x])
+            results[fast] = g.numpy(), gg.numpy()
+    np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-10)
+    np.testing.assert_allclose(results[True][1], results[False][1], rtol=1e-9, atol=1e-12)

@@ -5,7 +5,7 @@
 * :mod:`.conv_fused`, :mod:`.conv_nhwc`, :mod:`.conv_rows`, :mod:`.conv_matrix`: convolutions that only the
   fast passes write (BatchNorm folded in, channels-last layout, depthwise algorithms timed by ChooseKernels);
 * :mod:`.sum_to`: ``sum_to``'s forward for a bias gradient, into an array of its own; :mod:`.matmul`:
-  ``matmul`` on a stack of rows and one matrix as one product;
+  ``matmul`` on a stack of rows and one matrix as one product; :mod:`.softmax`: softmax's backward as one op;
 * :mod:`.emit`: the one-line source the fast compiler writes for cheap ops, and the candidate kernels
   ChooseKernels times.
 
@@ -13,4 +13,4 @@ Every op here is registered in the one op table (a saved graph that uses one loa
 fast path's code makes them.
 """
 
-from . import conv_fused, fused, matmul, sum_to  # noqa: F401  (registers the ops and the replacements)
+from . import conv_fused, fused, matmul, softmax, sum_to  # noqa: F401  (registers the ops and the replacements)
