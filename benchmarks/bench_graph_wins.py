@@ -11,6 +11,8 @@ Rows (each a ratio, so that a noisy machine slows both sides alike):
   before issue 19, 6.55) and
   Graph / hand-written NumPy (goal <= 1.15); and what compile-time kernel choice (the ChooseKernels pass)
   is worth there: Graph / the same Graph with the pass off.
+* **the tiny GPT of notebook 09** (``bench_gpt.py``): training step Graph / Eager time (goal <= 0.85) and peak
+  memory (<= 0.85), and toynet Eager / PyTorch eager time (<= 1.5), one thread each.
 * what the kernel choice is worth on MobileNetV2 (its depthwise algorithms: taps, padded rows, a matrix
   per channel): Graph with ChooseKernels / without, in training and inference. These algorithms could be
   given to Eager mode too, by shape rules; this row says how much of the Graph / Eager ratios they are.
@@ -47,6 +49,7 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import toynet as flow  # noqa: E402
+import bench_gpt  # noqa: E402
 from allocator import tune_host_allocator  # noqa: E402
 from bench_mobilenet import data as mobilenet_data, measure_memory  # noqa: E402
 from bench_steps import eager_step, graph_step, numpy_poly, poly_data, toynet_poly_model  # noqa: E402
@@ -194,6 +197,10 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"one thread, CPU time": time_rows(rounds, args.quick)}
     results["one thread, CPU time"].update(memory_row())
     report("one BLAS thread, this thread's CPU time (memory: fresh child processes)", results["one thread, CPU time"])
+    # Issue 20's rows: notebook 09's tiny GPT (benchmarks/bench_gpt.py), Graph against Eager and against PyTorch.
+    results["tiny GPT, one thread"] = bench_gpt.rows(rounds, args.quick)
+    bench_gpt.report(f"tiny GPT {bench_gpt.CONFIG}, batch {bench_gpt.BATCH}, one thread",
+                     results["tiny GPT, one thread"])
     children = (("glibc keeps freed blocks (one thread, CPU time)", ["--keep-freed"], dict(os.environ)),
                 (f"default threads ({os.cpu_count()} cores), wall clock", ["--default-threads"],
                  {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
