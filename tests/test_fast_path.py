@@ -299,9 +299,8 @@ def test_emit_rules_paste_attributes_through_repr():
 # ------------------------------------------------------------------------------------ the fast passes
 
 
-FAST_PIPELINE = ["EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "MergeSliceGradients",
-                 "EliminateDeadCode",
-                 "ReassociateScalars", "FoldBatchNorm", "RecomputeActivations", "ChannelsLast",
+FAST_PIPELINE = ["EliminateDeadCode", "FoldConstants", "EliminateCommonSubexpressions", "EliminateDeadCode",
+                 "ReassociateScalars", "FoldBatchNorm", "RecomputeActivations", "ChannelsLast", "MergeSliceGradients",
                  "FuseElementwise", "PlanMemory"]   # (and ChooseKernels before PlanMemory, when a graph opts in)
 
 

@@ -14,7 +14,8 @@ from collections import Counter
 from dataclasses import replace
 
 from ....ops import OPS
-from ...ir import OP, Graph, Node, PassReport, graph_pass
+from ...ir import INPUT, OP, STATE, Graph, Node, PassReport, graph_pass
+from ..simplify import live_nodes
 
 _ADD, _SLICE_GRAD = "add", "getitem_grad"
 
@@ -79,4 +80,8 @@ def merge_slice_gradients(graph: Graph, report: PassReport) -> Graph:
         return replace(node, op=OPS["cat"], inputs=tuple(leaf.inputs[0] for leaf in ordered), attrs={"dim": axis},
                        kernel="")
     graph.rewrite(merge)
+    if report.fused:   # the slices' gradients and the additions no one reads now (it runs after dead-code elimination)
+        live = live_nodes(graph)
+        report.removed += [n.name for n in graph.nodes if id(n) not in live and n.kind not in (INPUT, STATE)]
+        graph.nodes = [n for n in graph.nodes if id(n) in live or n.kind in (INPUT, STATE)]
     return graph
