@@ -7,6 +7,7 @@ A reduction's vjp spreads the output gradient back over the reduced dimensions: 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import backend
@@ -80,7 +81,8 @@ class Mean(Reduction):
 
     def vjp(self, grad, inputs, output, dim=(), keepdim=False):
         shape = inputs[0].shape
-        return (spread(grad * (1.0 / count(shape, dim)), shape, dim, keepdim),)
+        n = count(shape, dim)   # (0 for an empty batch: the mean is NaN and there is nothing to spread over)
+        return (spread(grad * (1.0 / n if n else math.nan), shape, dim, keepdim),)
 
 
 @register

@@ -5,6 +5,8 @@ explains; max sends it to the places that held the maximum.
 
 from __future__ import annotations
 
+import math
+
 
 from .. import backend
 from ._op import Op, full_reduction, register, require_float, shape_of
@@ -28,7 +30,7 @@ class Var(Reduction):
         a = inputs[0]
         n = count(a.shape, dim) - (1 if unbiased else 0)
         centered = a - a.mean(dim, keepdim=True)
-        return (spread(grad, a.shape, dim, keepdim) * centered * (2.0 / n),)
+        return (spread(grad, a.shape, dim, keepdim) * centered * (2.0 / n if n else math.nan),)
 
 
 @register

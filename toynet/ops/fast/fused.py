@@ -22,6 +22,8 @@ Every fused op is tested equal to the plain ops it stands for (tests/test_fast_p
 
 from __future__ import annotations
 
+import math
+
 from ... import backend
 from .matmul import folded_matmul
 from .._op import (OPS, Elementwise, Op, ShapeError, apply, full_reduction, needs_grad, register, require_float,
@@ -147,7 +149,7 @@ class MseLossGrad(Op):
 
     def forward(self, xp, grad, a, b, reduction="mean", out=None):
         d = xp.subtract(a, b, out=out)
-        scale = 2.0 / d.size if reduction == "mean" else 2.0
+        scale = (2.0 / d.size if d.size else math.nan) if reduction == "mean" else 2.0   # (an empty batch: NaN)
         d *= grad * scale
         return d
 
@@ -156,7 +158,7 @@ class MseLossGrad(Op):
 
     def vjp(self, gg, inputs, output, reduction="mean"):
         grad, a, b = inputs
-        scale = 2.0 / a.numel() if reduction == "mean" else 2.0
+        scale = (2.0 / a.numel() if a.numel() else math.nan) if reduction == "mean" else 2.0
         diff = a - b
         d_grad = (gg * diff).sum_to(grad.shape) * scale if needs_grad(grad) else None
         d_a = gg * grad * scale
