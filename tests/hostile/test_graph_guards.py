@@ -334,3 +334,39 @@ def test_the_lesson_guard_is_a_list_of_conditions_read_as_data(lesson_path):
     assert not training[0].holds() and not guard.check()
     assert "model.0.training is False, the plan was compiled for True (model.train()/eval() changed it)" \
         in guard.failures()
+
+
+class _CodeInRepr(str):
+    """A module name whose repr is code: generated code must never paste it."""
+    ran = []
+
+    def __repr__(self):
+        _CodeInRepr.ran.append(True)
+        return "__import__('sys').modules['builtins'].print('INJECTED')"
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("make_name", [lambda s: np.str_(s), _CodeInRepr], ids=["numpy.str_", "str subclass"])
+def test_module_names_of_other_str_types_compile_once_and_never_reach_code(fast, make_name):
+    """Issue 21: a numpy.str_ key compiled the graph again on every call, and a str subclass's repr could reach
+    the guard's generated source. Names are plain str once registered."""
+    _CodeInRepr.ran.clear()
+    with flow.set_fast_path(fast):
+        model = nn.Module()
+        model.add_module(make_name("fc"), nn.Linear(3, 2))
+        setattr(model, make_name("head"), nn.Linear(2, 1))
+
+        class Net(nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def build(self, x):
+                return self.model.head(self.model.fc(x))
+
+        graph, x = Net(), flow.randn(4, 3)
+        for _ in range(4):
+            graph(x)
+        assert len(graph._compiled) == 1
+        assert all(type(k) is str for k in model._modules) and all(type(k) is str for k in model.state_dict())
+        assert not _CodeInRepr.ran

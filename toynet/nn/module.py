@@ -62,6 +62,7 @@ class Module(ModuleState):
         # for submodules and buffers. Replacing in place keeps the name's position (and so the order of
         # parameters() and state_dict()).
         CHANGES[0] += 1
+        name = name if type(name) is str else str.__str__(name)   # (a str subclass: see _check_name)
         d = self.__dict__
         params, buffers, modules = (d.get(r) for r in ("_parameters", "_buffers", "_modules"))
         if isinstance(value, Parameter):
@@ -118,7 +119,7 @@ class Module(ModuleState):
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         CHANGES[0] += 1
         params = self._registries()[0]
-        self._check_name(name, params)
+        name = self._check_name(name, params)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter({name!r}): expected an nn.Parameter, got {type(param).__name__}")
         params[name] = param
@@ -127,7 +128,7 @@ class Module(ModuleState):
         """Register state that belongs to the module but is not trained (saved unless not persistent)."""
         CHANGES[0] += 1
         buffers = self._registries()[1]
-        self._check_name(name, buffers)
+        name = self._check_name(name, buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"register_buffer({name!r}): expected a Tensor, got {type(tensor).__name__}")
         buffers[name] = tensor
@@ -139,14 +140,16 @@ class Module(ModuleState):
     def add_module(self, name: str, module: "Module | None") -> None:
         CHANGES[0] += 1
         modules = self._registries()[2]
-        self._check_name(name, modules)
+        name = self._check_name(name, modules)
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         modules[name] = module
 
     register_module = add_module
 
-    def _check_name(self, name: str, registry: dict) -> None:
+    def _check_name(self, name: str, registry: dict) -> str:
+        """``name`` as a plain ``str`` (a str subclass, ``numpy.str_``, becomes one: names reach printouts, state
+        dicts and the plan's guard, which must see the same key on every call), once checked."""
         if not isinstance(name, str) or not name:
             raise KeyError(f"module attribute name must be a non-empty string, got {name!r}")
         if "." in name:
@@ -154,6 +157,7 @@ class Module(ModuleState):
         if name not in registry and (hasattr(self, name) or any(
                 name in r for r in (self._parameters, self._buffers, self._modules))):
             raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}; pick another name")
+        return str.__str__(name)
 
     # ------------------------------------------------------------------------------- traversal
 

@@ -32,8 +32,11 @@ from .. import backend
 Shape = tuple[int, ...]
 
 
-class ShapeError(ValueError):
-    """Inputs whose shapes (or dtypes) an op cannot accept; the message names the op and the fix."""
+class ShapeError(ValueError, RuntimeError):
+    """Inputs whose shapes (or dtypes) an op cannot accept; the message names the op and the fix.
+
+    A ``ValueError`` (a bad argument) and a ``RuntimeError`` too: OneFlow and PyTorch raise their operators'
+    shape errors as ``RuntimeError``, and code written for them catches that."""
 
 
 class Op:

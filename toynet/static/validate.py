@@ -217,7 +217,8 @@ def check_graph(data: Any, source: str = "structure.json", class_name: Any = "")
         raise fail("graph.name", "a name of letters, digits, '_', '.' and '-'", data["name"])
     entries = data["nodes"]
     if not isinstance(entries, list) or not 0 < len(entries) <= MAX_NODES:
-        raise fail("graph.nodes", f"a list of 1 to {MAX_NODES} nodes", type(entries).__name__)
+        raise fail("graph.nodes", f"a list of 1 to {MAX_NODES} nodes",
+                   f"a list of {len(entries)} nodes" if isinstance(entries, list) else type(entries).__name__)
     checked = CheckedGraph(data["name"], [], [], [], None)
     metas: dict[str, _Meta] = {}
     kinds: dict[str, str] = {}
