@@ -43,6 +43,7 @@ Ctrl-C leaves parameters, optimizer state and step counter as they were, or appl
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from collections import OrderedDict
@@ -90,6 +91,7 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
         d["_debug"] = DebugPrinter(self)
         d["_train_step"] = None
         d["_grad_scaler"] = None
+        d["_call_lock"] = threading.RLock()   # calls take turns: a plan computes in buffers it owns (docs/trust.md)
         d["_graph_initialized"] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -198,13 +200,14 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run one step: find (or compile) the plan for these arguments, then run it."""
         self._check_initialized()
-        compiled, inputs = self._prepare(args, kwargs)
-        self.__dict__["_last"] = compiled
-        try:
-            return self._run(compiled, inputs)
-        except Exception as error:
-            self._run_failed(error)
-            raise
+        with self._call_lock:
+            compiled, inputs = self._prepare(args, kwargs)
+            self.__dict__["_last"] = compiled
+            try:
+                return self._run(compiled, inputs)
+            except Exception as error:
+                self._run_failed(error)
+                raise
 
     def _run_failed(self, error: Exception) -> None:
         print(f"[ERROR](GRAPH:{self._name}:{type(self).__name__}) run got error: {type(error)} {error}")

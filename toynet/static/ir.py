@@ -77,8 +77,7 @@ class Node:
     kernel: str = ""
 
     def __post_init__(self) -> None:
-        # Copies of a graph (one per pass, kept for its report) share each node's attrs dict: a pass gives a
-        # node new attributes by replacing the dict (node.attrs = dict(node.attrs, ...)), never by editing it.
+        # (Copies of a graph share a node's attrs dict: a pass replaces a node's attrs, never edits them.)
         self.shape, self.inputs, self.attrs = tuple(self.shape), tuple(self.inputs), self.attrs or {}
 
     def redirect_inputs(self, replaced: dict[int, "Node"]) -> None:

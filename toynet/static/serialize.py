@@ -18,6 +18,8 @@ letters, digits, ``_``, ``.`` and ``-``) and source lines, one printable line ea
 
 from __future__ import annotations
 
+import threading
+
 from typing import Any
 
 from .. import backend, serialization
@@ -212,6 +214,7 @@ class DeployedGraph:
         self.plan = Plan(self.ir)
         self.states = states
         self._state_list = [states[name] for name in self.plan.state_names]
+        self._call_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -226,7 +229,8 @@ class DeployedGraph:
             raise ValueError(f"deployed graph {self.name} was traced for inputs ({want}) and cannot retrace "
                              f"without the model's code; got ({have})")
         device = self.plan.device
-        outputs = self.plan.run([t.to(device).array for t in inputs], [t.array for t in self._state_list])
+        with self._call_lock:   # one call at a time: the plan computes in buffers it owns
+            outputs = self.plan.run([t.to(device).array for t in inputs], [t.array for t in self._state_list])
         return unflatten(self.traced.output_structure, iter([Tensor.wrap(a, device) for a in outputs]))
 
     def __repr__(self) -> str:

@@ -39,20 +39,22 @@ _lesson_call = Graph.__call__
 def call(self: Graph, *args: Any, **kwargs: Any) -> Any:
     """``graph(...)``: the repeat function of the last call if this call is its repeat, else the lesson's call
     (which finds or compiles the plan), after which a call of tensors only gets a repeat function of its own."""
-    repeat = self.__dict__.get("_repeat")
-    if repeat is not None and not kwargs:   # the same tensors as the last call (a loop over fixed data)
-        try:
-            result = repeat(args)
-        except Exception as error:
-            self._run_failed(error)
-            raise
-        if result is not MISS:
-            return result
-    result = _lesson_call(self, *args, **kwargs)
-    compiled = self._last
-    flat = not kwargs and all(type(a) is Tensor for a in args) and isinstance(compiled.plan, FastPlan)
-    self.__dict__["_repeat"] = repeat_call(compiled, args, self._compiled, self._optimizers) if flat else None
-    return result
+    self._check_initialized()
+    with self._call_lock:   # (one call at a time, as the lesson's call: see Graph.__init__)
+        repeat = self.__dict__.get("_repeat")
+        if repeat is not None and not kwargs:   # the same tensors as the last call (a loop over fixed data)
+            try:
+                result = repeat(args)
+            except Exception as error:
+                self._run_failed(error)
+                raise
+            if result is not MISS:
+                return result
+        result = _lesson_call(self, *args, **kwargs)
+        compiled = self._last
+        flat = not kwargs and all(type(a) is Tensor for a in args) and isinstance(compiled.plan, FastPlan)
+        self.__dict__["_repeat"] = repeat_call(compiled, args, self._compiled, self._optimizers) if flat else None
+        return result
 
 
 def repeat_call(compiled: Any, args: tuple, cache: Any, bindings: list) -> Callable[[tuple], Any]:
