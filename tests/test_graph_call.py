@@ -138,3 +138,27 @@ def test_builds_returning_nothing_or_a_nesting_repeat_too():
     assert again["more"][1] == "text" and nested._repeat is not None
     np.testing.assert_allclose(again["more"][0].numpy(), 2 * again["y"].numpy())
     np.testing.assert_allclose(again["y"].numpy(), model(x).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["lesson", "fast"])
+def test_permute_beyond_two_dimensions_trains_in_graph_mode_as_in_eager_mode(fast):
+    """Issue 21's audit: a permute shape rule wrong for 3-D and larger tensors survived every test."""
+    x = flow.randn(2, 3, 4, requires_grad=True)
+
+    class Permuted(nn.Graph):
+        def __init__(self, weight):
+            super().__init__()
+            self.holder = nn.Module()
+            self.holder.weight = weight
+
+        def build(self, x):
+            y = ((x * self.holder.weight).permute(2, 0, 1) * 2)
+            return y, (y * flow.arange(4.0).reshape(4, 1, 1)).sum()
+
+    weight = nn.Parameter(flow.randn(2, 3, 4))
+    eager_y = (x * weight).permute(2, 0, 1) * 2
+    with flow.set_fast_path(fast):
+        y, total = Permuted(weight)(x)
+    assert tuple(y.shape) == (4, 2, 3)
+    np.testing.assert_allclose(y.numpy(), eager_y.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(total.numpy(), (eager_y * flow.arange(4.0).reshape(4, 1, 1)).sum().numpy(), rtol=1e-5)

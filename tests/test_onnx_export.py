@@ -45,7 +45,22 @@ def mobilenet():
     return model.eval()
 
 
+class PoolPermute(nn.Module):
+    """Pooling whose kernel is not its stride, and a 4-D permute (issue 21's audit: an exporter that swapped
+    pooling's kernel and stride, or a permute rule wrong beyond 2-D, passed every model above)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.max_pool, self.avg_pool = nn.MaxPool2d(3, stride=2, padding=1), nn.AvgPool2d(2, stride=1)
+
+    def forward(self, x):
+        y = self.avg_pool(self.max_pool(self.conv(x)))
+        return (y.permute(0, 2, 3, 1) * 2).flatten(1)
+
+
 CASES = {
+    "pool_permute": (lambda: InferenceGraph(PoolPermute().eval()), lambda: flow.randn(2, 3, 9, 7)),
     "poly": (lambda: InferenceGraph(poly_model()), poly_input),
     "mlp": (lambda: InferenceGraph(mlp()), lambda: flow.randn(3, 3, 4)),
     "cnn": (conv_graph, lambda: flow.randn(4, 3, 8, 8)),

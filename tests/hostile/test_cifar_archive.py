@@ -453,3 +453,19 @@ def test_mutated_archives_load_or_raise_dataset_format_error_or_oserror(tmp_path
         check_loaded_or_refused(root)
     except OSError:  # a damaged .tar.gz (bad CRC, cut short): "not a readable .tar.gz archive"
         pass
+
+
+def _allowed_names_under_other_modules():
+    """Every name the allow-list permits, under every module it is not permitted from (issue 21: the rule is the
+    (module, name) pair, so `posix._reconstruct` must not pass because `_reconstruct` is an allowed name)."""
+    from toynet.vision.cifar_pickle import GLOBALS
+    modules = {m for m, _ in GLOBALS} | {"posix", "os", "builtins", "numpy.random", "numpy.core", "numpy.lib"}
+    return sorted((m, n) for n in {n for _, n in GLOBALS} for m in modules if (m, n) not in GLOBALS)
+
+
+@pytest.mark.parametrize("module, name", _allowed_names_under_other_modules())
+def test_an_allowed_name_from_another_module_is_refused(tmp_path, module, name):
+    payload = batch(call(glob(module, name), text("touch pwned")), [0])
+    with pytest.raises(DatasetFormatError, match=re.escape(f"refusing the global '{module}.{name}'")):
+        CIFAR10(cifar_folder(tmp_path, test_batch=payload), train=False)
+    assert not (tmp_path / "pwned").exists()

@@ -370,3 +370,26 @@ def test_module_names_of_other_str_types_compile_once_and_never_reach_code(fast,
         assert len(graph._compiled) == 1
         assert all(type(k) is str for k in model._modules) and all(type(k) is str for k in model.state_dict())
         assert not _CodeInRepr.ran
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_parameter_whose_data_changes_dtype_recompiles(fast):
+    """Issue 21's audit: a guard that ignored a state's dtype ran the plan compiled for float32 weights on
+    float64 ones. The next call must compile for the new dtype and give Eager mode's result."""
+    with flow.set_fast_path(fast):
+        model = nn.Linear(3, 2)
+
+        class Net(nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def build(self, x):
+                return self.model(x)
+
+        graph, x = Net(), flow.randn(4, 3, dtype=flow.float64)
+        graph(x)
+        model.weight.data, model.bias.data = model.weight.data.double(), model.bias.data.double()
+        out = graph(x)
+        assert len(graph._compiled) == 2 and out.dtype == flow.float64
+        np.testing.assert_allclose(out.numpy(), model(x).numpy(), rtol=1e-12)
