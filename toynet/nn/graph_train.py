@@ -8,8 +8,8 @@ changes is recorded with ``tracer.update``, and the plan writes it back after ea
 OneFlow's names, which ``graph.state_dict()`` uses too:
 
 * ``System-Train-TrainStep``: the step counter, incremented by every call;
-* ``System-Train-LearningRate-<i>-<g>``: the learning rate of group ``g`` of optimizer ``i``, a 0-d
-  tensor the graph refills before each run, so a scheduler's change reaches the compiled plan;
+* ``System-Train-LearningRate-<i>-<g>``: group ``g`` of optimizer ``i``'s learning rate, a 0-d tensor in its
+  parameters' dtype (:func:`_lr_array`) that the graph refills before each run (a scheduler's change reaches it);
 * ``<param path>-<slot>``: optimizer slots, e.g. ``model.0.weight-momentum``.
 
 A step is all or nothing: the plan computes every new value first and commits them together (see
@@ -46,13 +46,17 @@ class OptimizerBinding:
         every plan compiled for the graph reads the same tensors, so feeding them once feeds all."""
         groups = self.optimizer.param_groups
         if len(self.lr_tensors) != len(groups) or (self.lr_tensors and self.lr_tensors[0].device != device):
-            self.lr_tensors = [Tensor.wrap(device.xp.array(float(g["lr"]), device.xp.float32), device) for g in groups]
+            self.lr_tensors = [Tensor.wrap(_lr_array(device.xp, g), device) for g in groups]
         return self.lr_tensors
 
     def feed_learning_rates(self) -> None:
         """Copy each group's current ``lr`` (a scheduler may have changed it) into the plan's input."""
         for tensor, group in zip(self.lr_tensors, self.optimizer.param_groups):
             tensor.array[...] = group["lr"]
+
+
+def _lr_array(xp: Any, group: dict) -> Any:   # (float32 at least: a float64 model's rate exact, float32's as Eager's)
+    return xp.array(float(group["lr"]), xp.result_type(xp.float32, *[p.dtype.array_dtype for p in group["params"]]))
 
 
 def scheduled_commit(bindings: list[OptimizerBinding]) -> Callable[[tuple, tuple], None]:

@@ -148,8 +148,7 @@ class Module(ModuleState):
     register_module = add_module
 
     def _check_name(self, name: str, registry: dict) -> str:
-        """``name`` as a plain ``str`` (a str subclass, ``numpy.str_``, becomes one: names reach printouts, state
-        dicts and the plan's guard, which must see the same key on every call), once checked."""
+        """``name``, checked, as a plain ``str`` (a str subclass or ``numpy.str_`` would reach keys and the guard)."""
         if not isinstance(name, str) or not name:
             raise KeyError(f"module attribute name must be a non-empty string, got {name!r}")
         if "." in name:

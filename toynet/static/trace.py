@@ -166,9 +166,8 @@ class Tracer:
         a ``decompose`` rule is traced as that decomposition: its simpler ops are recorded in its place."""
         if op.decompose is not None:
             return op.decompose(*inputs, **attrs)
-        # A NumPy array is a constant and a NumPy scalar a Python number, as in Eager mode: the plan's code and a
-        # saved graph only ever hold plain numbers (`scores / np.sqrt(d)` in build()). (Ops' attributes are
-        # made plain data by the methods that take them: normalize_dim and the shape arguments.)
+        # A NumPy array is a constant, a NumPy scalar a Python number, as in Eager mode (`scores / np.sqrt(d)`):
+        # the plan's code and a saved graph hold plain numbers (attributes: made plain by the methods taking them).
         args = [self.lazy(x) if isinstance(x, Tensor) else x if type(x) in _PLAIN else self.operand(x) for x in inputs]
         if self.phase == BACKWARD and self.grad_of is not None:  # a backward node joins its forward op's module
             scope, source = self.grad_of.scope, f"grad of {self.grad_of.name}"
@@ -183,9 +182,8 @@ class Tracer:
             raise ShapeError(f"{error}\n  while tracing nn.Graph {self.graph.name}, at {source}") from None
         name, self.op_count = f"{scope}-{op.name}-{self.op_count}".lstrip("-"), self.op_count + 1
         device = attrs["device"] if op.changes_device else self.device or backend.CPU
-        inputs = [a.node if isinstance(a, Tensor) else a for a in args]
-        node = self.add(Node(name, OP, shape, dtype, device, op=op, inputs=inputs, attrs=attrs, phase=self.phase,
-                             scope=scope, source=source))
+        node = self.add(Node(name, OP, shape, dtype, device, op=op, attrs=attrs, phase=self.phase, scope=scope,
+                             source=source, inputs=[a.node if isinstance(a, Tensor) else a for a in args]))
         if weak == "all" and not shape:  # computed from number inputs alone: a number too
             self.numbers[id(node)] = True if dtype is backend.bool_ else (1.0 if dtype.is_floating_point else 1)
         result = Tensor.lazy(node)
