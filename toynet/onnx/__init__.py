@@ -5,5 +5,5 @@
 """
 
 from .export import export  # noqa: F401
-from .load import OnnxGraph, load  # noqa: F401
+from .load import ONNXImportError, OnnxGraph, load  # noqa: F401
 from .check import convert_to_onnx_and_check  # noqa: F401

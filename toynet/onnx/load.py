@@ -22,7 +22,7 @@ from .. import backend, serialization
 from ..ops import OPS
 from ..static.trace import TENSOR
 from ..static.serialize import DeployedGraph, decode_graph, encode_value, printable
-from ..static.validate import MAX_SOURCE
+from ..static.validate import MAX_NODES, MAX_SOURCE
 from .export import require_onnx
 from .import_activations import IMPORTERS
 from . import import_arrange, import_nn  # noqa: F401  (register Split, Pad...; Gemm, Conv, pooling...)
@@ -31,6 +31,22 @@ from .import_ops import to_toynet_dtype
 #: Importing computes an op's value when its inputs are known and hold at most this many numbers.
 MAX_FOLD_ELEMENTS = 4096
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+class ONNXImportError(ValueError):
+    """An ONNX file toynet cannot import as it is: the message names the node, its op, the attribute or input at
+    fault and what was expected."""
+
+
+class Attributes(dict):
+    """An ONNX node's attributes; a missing one that an importer needs is an :class:`ONNXImportError`."""
+
+    def __init__(self, values: dict, where: str):
+        super().__init__(values)
+        self.where = where
+
+    def __missing__(self, key: str) -> Any:
+        raise ONNXImportError(f"{self.where}: needs the attribute {key!r}, which the node does not have")
 
 
 class NeedsConstant(ValueError):
@@ -112,7 +128,7 @@ class Builder:
         try:
             shape, dtype = op.infer(*inputs, **attrs)
         except (ValueError, TypeError) as error:
-            raise ValueError(f"{self.where()}: {error}") from None
+            raise ONNXImportError(f"{self.where()}: {error}") from None
         base = f"{self.onnx_node.name or self.onnx_node.op_type}-{op_name}" if self.onnx_node else op_name
         origins = frozenset().union(*[x.origins for x in inputs if isinstance(x, Value)])
         value = Value(self.unique(base), shape, dtype, known=self._fold(op, inputs, attrs), origins=origins)
@@ -148,8 +164,9 @@ class Builder:
 
 def unsupported_ops(model: Any) -> list[str]:
     """The op types of ``model``'s graph that have no importer, each once, sorted."""
-    return sorted({n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")
-                   or n.op_type not in IMPORTERS})
+    return sorted({n.op_type if n.domain in ("", "ai.onnx") else f"{n.op_type} of the domain {n.domain!r} (toynet "
+                   "imports the standard ai.onnx ops only)" for n in model.graph.node
+                   if n.domain not in ("", "ai.onnx") or n.op_type not in IMPORTERS})
 
 
 def build(model: Any, known_inputs: dict[str, Any] | None = None,
@@ -160,6 +177,9 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
     uses it for inputs that are really shapes or axes); ``input_shapes`` fixes dimensions the file leaves
     symbolic (``{"input": (1, 3, 224, 224)}``)."""
     onnx = require_onnx()
+    if len(model.graph.node) > MAX_NODES:   # (before anything is built)
+        raise ONNXImportError(f"ONNX graph {model.graph.name!r} has {len(model.graph.node)} nodes; toynet imports at "
+                              f"most {MAX_NODES}, the cap of every graph it loads")
     missing = unsupported_ops(model)
     if missing:
         raise NotImplementedError(f"toynet cannot import ONNX op(s) {', '.join(missing)}; it imports: "
@@ -179,11 +199,22 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
         shape, dtype = _input_type(onnx, info, input_shapes.get(info.name))
         b.values[info.name] = value = b.input(info.name, shape, dtype)
         inputs.append(value.name)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     for node in graph.node:
         b.onnx_node = node
+        undefined = [name for name in node.input if name and name not in b.values]
+        if undefined:
+            raise ONNXImportError(f"{b.where()} reads {', '.join(map(repr, undefined))}, which no graph input, "
+                                  "initializer or earlier node defines (nodes must come in dependency order: a "
+                                  "cycle or a missing value)")
         args = [b.values[name] if name else None for name in node.input]
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        results = IMPORTERS[node.op_type](b, args, attrs)
+        attrs = _attributes(onnx, node, opset, b.where())
+        try:
+            results = IMPORTERS[node.op_type](b, args, attrs)
+        except (ONNXImportError, NeedsConstant):
+            raise
+        except (ArithmeticError, LookupError, TypeError, ValueError) as error:   # what an importer found wrong
+            raise ONNXImportError(f"{b.where()}: {type(error).__name__}: {error}") from None
         results = results if isinstance(results, (list, tuple)) else [results]
         for name, value in zip(node.output, results):
             if name:
@@ -191,6 +222,9 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
     b.onnx_node = None
     outputs = []
     for info in graph.output:
+        if info.name not in b.values:
+            raise ONNXImportError(f"ONNX graph {b.name!r}: its output {info.name!r} is no input, initializer or "
+                                  "node output")
         value = b.values[info.name]
         if value.name in outputs or value.name in inputs or value.known is not None:
             value = b.op("identity", value)  # each output its own node, computed by the graph
@@ -199,6 +233,27 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
     structure = {"name": b.name, "nodes": b.entries, "inputs": inputs, "outputs": outputs,
                  "output_structure": encode_value(spec)}
     return structure, b.arrays
+
+
+def _attributes(onnx: Any, node: Any, opset: Any, where: str) -> Attributes:
+    """The node's attributes, each of the type the op's ONNX schema declares (a float ``axis`` is refused, not
+    truncated)."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset or onnx.defs.onnx_opset_version(), node.domain)
+    except Exception:   # (no schema for that opset: the importer checks what it reads)
+        schema = None
+    values = {}
+    for a in node.attribute:
+        declared = schema.attributes.get(a.name) if schema is not None else None
+        kinds = onnx.AttributeProto.AttributeType
+        if declared is not None and a.type != declared.type:
+            raise ONNXImportError(f"{where}: attribute {a.name!r} is {kinds.Name(a.type)}, but {node.op_type} takes "
+                                  f"{kinds.Name(declared.type)}")
+        try:
+            values[a.name] = onnx.helper.get_attribute_value(a)
+        except Exception as error:
+            raise ONNXImportError(f"{where}: attribute {a.name!r} cannot be read ({error})") from None
+    return Attributes(values, where)
 
 
 def _input_type(onnx: Any, info: Any, given: Any) -> tuple[tuple, backend.DType]:
