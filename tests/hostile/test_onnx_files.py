@@ -89,3 +89,58 @@ def test_a_valid_model_still_loads_and_runs():
     m = model([helper.make_node("Softmax", ["x"], ["y"], name="soft", axis=1)])
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
     np.testing.assert_allclose(flow.onnx.load(m)(flow.tensor(x)).numpy(), flow.tensor(x).softmax(1).numpy(), rtol=1e-6)
+
+
+# ------------------------------------------------------------------------- sizes checked before allocating
+
+def _int64(name, values):
+    return helper.make_tensor(name, TensorProto.INT64, [len(values)], values)
+
+
+def refused_within(m, budget_bytes, *words):
+    """Refused with an ONNXImportError naming ``words``, having allocated less than ``budget_bytes`` on the way."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        message = refused(m, *words)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < budget_bytes, f"{peak:,} bytes allocated before refusing: {message}"
+
+
+def test_constant_of_shape_asking_for_gigabytes_is_refused_before_allocating():
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["y"], name="huge")]
+    m = model(nodes, inputs=(), initializers=[_int64("shape", [20000, 20000])])
+    refused_within(m, 20_000_000, "'huge'", "ConstantOfShape", "(20000, 20000)", "bytes")
+
+
+def test_range_of_a_billion_is_refused_and_a_zero_step_named():
+    consts = [helper.make_tensor(n, TensorProto.INT64, [], [v]) for n, v in (("a", 0), ("b", 10**9), ("d", 1))]
+    refused_within(model([helper.make_node("Range", ["a", "b", "d"], ["y"], name="count")], inputs=(),
+                         initializers=consts), 20_000_000, "'count'", "Range")
+    zero = [helper.make_tensor(n, TensorProto.INT64, [], [v]) for n, v in (("a", 0), ("b", 5), ("d", 0))]
+    refused(model([helper.make_node("Range", ["a", "b", "d"], ["y"], name="stuck")], inputs=(), initializers=zero),
+            "'stuck'", "delta is 0")
+
+
+def test_tile_and_pad_that_would_allocate_gigabytes_are_refused():
+    tile = model([helper.make_node("Tile", ["x", "reps"], ["y"], name="tiles")], shape=(2, 3),
+                 initializers=[_int64("reps", [1, 10**9])])
+    refused_within(tile, 20_000_000, "'tiles'", "Tile")
+    pad = model([helper.make_node("Pad", ["x", "pads"], ["y"], name="padding")], shape=(2, 3),
+                initializers=[_int64("pads", [0, 0, 10**5, 10**4])])
+    refused_within(pad, 20_000_000, "'padding'", "Pad")
+
+
+def test_a_dropout_mask_of_a_huge_declared_input_is_refused():
+    m = model([helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop")], outputs=("y", "mask"),
+              shape=(100000, 100000))
+    m.graph.output[1].type.tensor_type.elem_type = TensorProto.BOOL
+    refused_within(m, 20_000_000, "'drop'", "mask")
+
+
+def test_an_initializer_declaring_more_than_it_holds_is_refused_by_name():
+    liar = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[100000, 100000], raw_data=bytes(16))
+    refused_within(model([helper.make_node("Add", ["x", "w"], ["y"])], initializers=[liar]), 20_000_000,
+                   "'w'", "[100000, 100000]", "holds 4")

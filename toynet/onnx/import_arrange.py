@@ -96,7 +96,8 @@ def _pad(b, args, attrs):
         if mode == "constant":
             blocks = []
             for count in (before, after):
-                shape = result.shape[:axis] + (count,) + result.shape[axis + 1:]
+                shape = b.allocation(result.shape[:axis] + (count,) + result.shape[axis + 1:],
+                                     result.dtype.array_dtype.itemsize, "padding")
                 blocks.append(b.constant(backend.host.full(shape, value, dtype=result.dtype.array_dtype), "pad")
                               if count else None)
             parts = [p for p in (blocks[0], result, blocks[1]) if p is not None]
@@ -113,6 +114,7 @@ def _tile(b, args, attrs):
     x, result = args[0], args[0]
     for axis, times in enumerate(as_ints(b.known(args[1], "repeats"))):
         if times != 1:  # gather the axis's elements times times over: 0 1 2 0 1 2...
+            b.allocation((x.shape[axis] * times,), 8, "index along axis {axis}".format(axis=axis))
             where = backend.host.tile(backend.host.arange(x.shape[axis]), times).astype(backend.host.int64)
             result = b.op("getitem", result, b.constant(where, "tile_index"),
                           index=(slice(None),) * axis + ("<tensor>",))

@@ -13,6 +13,8 @@ else.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable
 
 from .. import backend
@@ -131,7 +133,9 @@ def _dropout(b, args, attrs):  # inference: the input unchanged (and an all-true
     x = args[0]
     if len(args) > 2 and args[2] is not None and b.known(args[2], "training_mode").item():
         raise NotImplementedError(f"{b.where()}: Dropout in training mode is not supported (inference only)")
-    return [b.op("identity", x), b.constant(backend.host.ones(x.shape, dtype=bool), "mask")]
+    if len(b.onnx_node.output) < 2 or not b.onnx_node.output[1]:
+        return b.op("identity", x)    # (the mask is not asked for: nothing to allocate)
+    return [b.op("identity", x), b.constant(backend.host.ones(b.allocation(x.shape, 1, "mask"), dtype=bool), "mask")]
 
 
 # ------------------------------------------------------------------------------------ shapes
@@ -297,14 +301,17 @@ def _cast_like(b, args, attrs):
 
 @importer("ConstantOfShape")
 def _constant_of_shape(b, args, attrs):
-    shape = as_ints(b.known(args[0], "shape"))
     fill = b.onnx.numpy_helper.to_array(attrs["value"]) if "value" in attrs else backend.host.zeros(1, "float32")
+    shape = b.allocation(as_ints(b.known(args[0], "shape")), fill.dtype.itemsize, "output")
     return b.constant(backend.host.full(shape, fill.reshape(-1)[0], dtype=fill.dtype), "filled")
 
 
 @importer("Range")
 def _range(b, args, attrs):
     start, limit, delta = (b.known(x, what) for x, what in zip(args, ("start", "limit", "delta")))
+    if delta == 0:
+        raise ValueError("its delta is 0 (Range needs a step that is not zero)")
+    b.allocation((max(0, math.ceil((float(limit) - float(start)) / float(delta))),), start.dtype.itemsize, "output")
     return b.constant(backend.host.arange(start, limit, delta, dtype=start.dtype), "range")
 
 

@@ -22,7 +22,7 @@ from .. import backend, serialization
 from ..ops import OPS
 from ..static.trace import TENSOR
 from ..static.serialize import DeployedGraph, decode_graph, encode_value, printable
-from ..static.validate import MAX_NODES, MAX_SOURCE
+from ..static.validate import MAX_FOLDED_BYTES, MAX_NODES, MAX_SOURCE
 from .export import require_onnx
 from .import_activations import IMPORTERS
 from . import import_arrange, import_nn  # noqa: F401  (register Split, Pad...; Gemm, Conv, pooling...)
@@ -131,7 +131,8 @@ class Builder:
             raise ONNXImportError(f"{self.where()}: {error}") from None
         base = f"{self.onnx_node.name or self.onnx_node.op_type}-{op_name}" if self.onnx_node else op_name
         origins = frozenset().union(*[x.origins for x in inputs if isinstance(x, Value)])
-        value = Value(self.unique(base), shape, dtype, known=self._fold(op, inputs, attrs), origins=origins)
+        known = self._fold(op, inputs, attrs) if _count(shape) <= MAX_FOLD_ELEMENTS else None
+        value = Value(self.unique(base), shape, dtype, known=known, origins=origins)
         self._entry(value.name, "op", shape, dtype, op=op_name,
                     inputs=[{"node": x.name} if isinstance(x, Value) else {"literal": encode_value(x)}
                             for x in inputs],
@@ -148,6 +149,20 @@ class Builder:
             return None
         return backend.host.asarray(op.forward(backend.host, *values, **attrs))
 
+    def allocation(self, shape: Any, itemsize: int, what: str) -> tuple:
+        """``shape`` (ints) once checked that an array of it fits the cap on what importing may compute
+        (MAX_FOLDED_BYTES, as for constant folding when a saved graph loads): called *before* allocating."""
+        dims = tuple(int(d) for d in shape)
+        count = 1
+        for d in dims:
+            if d < 0:
+                raise ONNXImportError(f"{self.where()}: its {what} would have a negative size in {dims}")
+            count *= d
+        if count * itemsize > MAX_FOLDED_BYTES:
+            raise ONNXImportError(f"{self.where()}: its {what} of shape {dims} would take {count * itemsize:,} bytes "
+                                  f"when importing; toynet computes at most {MAX_FOLDED_BYTES:,} bytes while it loads")
+        return dims
+
     def where(self) -> str:
         node = self.onnx_node
         return f"ONNX node {node.name!r} ({node.op_type})" if node is not None else f"ONNX graph {self.name!r}"
@@ -160,6 +175,35 @@ class Builder:
             raise NeedsConstant(f"{self.where()}: its {what} must be a constant or an initializer, because toynet "
                                 f"graphs have static shapes; got {got}", origins)
         return value.known
+
+
+def _count(shape: tuple) -> int:
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count
+
+
+def _checked_initializer(onnx: Any, init: Any) -> Any:
+    """An initializer's array, once its declared size is checked against the data the file holds (a tensor that
+    declares (100000, 100000) with 16 bytes is refused by name, before NumPy allocates anything)."""
+    where = f"ONNX initializer {init.name!r}"
+    if init.data_location == onnx.TensorProto.EXTERNAL:
+        raise ONNXImportError(f"{where} keeps its data in an external file; toynet reads single-file models only")
+    if any(d < 0 for d in init.dims):
+        raise ONNXImportError(f"{where} declares a negative dimension in {list(init.dims)}")
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
+    except Exception:
+        raise ONNXImportError(f"{where} has an unknown data type {init.data_type}") from None
+    count = _count(init.dims)
+    fields = [f for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
+              if len(getattr(init, f))]
+    held = len(init.raw_data) // max(itemsize, 1) if init.raw_data else max([len(getattr(init, f)) for f in fields],
+                                                                               default=0)
+    if held != count:
+        raise ONNXImportError(f"{where} declares shape {list(init.dims)} ({count:,} values) but holds {held:,}")
+    return onnx.numpy_helper.to_array(init)
 
 
 def unsupported_ops(model: Any) -> list[str]:
@@ -188,7 +232,7 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
     b = Builder(_UNSAFE.sub("_", graph.name or "onnx_model")[:100], onnx)
     known_inputs, input_shapes = known_inputs or {}, input_shapes or {}
     for init in graph.initializer:
-        b.values[init.name] = b.state(init.name, onnx.numpy_helper.to_array(init))
+        b.values[init.name] = b.state(init.name, _checked_initializer(onnx, init))
     inputs = []
     for info in graph.input:
         if info.name in b.values:  # older exporters list initializers among the inputs too
