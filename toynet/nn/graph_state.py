@@ -251,6 +251,9 @@ class _Load:
                 for group, loaded in zip(opt.param_groups, new):
                     group.clear()
                     group.update(loaded)
+                for p, slots in opt.state.items():   # slots the loaded settings do not use would show stale values
+                    for name in set(slots) - set(opt.init_state(p)):
+                        del slots[name]
             for scheduler, checked in self.schedulers:
                 scheduler._apply_state(checked)
             if self.scaler_state is not None:
