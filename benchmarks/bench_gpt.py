@@ -30,16 +30,15 @@ if __name__ == "__main__":  # one BLAS thread, set before NumPy and PyTorch star
     use_threads("1")
 
 import argparse  # noqa: E402
-import gc  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import toynet as flow  # noqa: E402
-from bench_mobilenet import _return_free_memory_to_the_os, _status  # noqa: E402
+from bench_mobilenet import peak_memory  # noqa: E402
+from bench_steps import interleaved, ratio, report  # noqa: E402
 from toynet import nn  # noqa: E402
 from toynet.text import GPT, GPTConfig  # noqa: E402
 
@@ -114,37 +113,9 @@ def make_step(kind: str, gpt=None):
     return eager_step
 
 
-def interleaved(kinds: list[str], rounds: int, steps: int) -> dict[str, list[float]]:
-    contenders = {kind: make_step(kind) for kind in kinds}
-    for step in contenders.values():
-        step()  # warm up: compile the graph, first-touch the buffers
-    times: dict[str, list[float]] = {kind: [] for kind in kinds}
-    for r in range(rounds):
-        for kind, step in contenders.items():
-            start = time.thread_time()
-            for _ in range(steps):
-                step()
-            times[kind].append((time.thread_time() - start) / steps)
-        print(f"  round {r + 1}/{rounds}: " + ", ".join(f"{k} {times[k][-1] * 1e3:.1f} ms" for k in kinds),
-              file=sys.stderr, flush=True)
-    return times
-
-
 def memory_here(kind: str) -> dict:
     """In a fresh process: the peak resident memory of building ``kind``'s step and running it twice."""
-    warm = make_step(kind)
-    warm()
-    del warm
-    gpt = model()
-    gc.collect()
-    _return_free_memory_to_the_os()
-    base = _status("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset VmHWM, the peak resident size, to the current size
-    step = make_step(kind, gpt)
-    step()
-    step()
-    return {"rss_peak": _status("VmHWM") - base}
+    return peak_memory(lambda gpt: make_step(kind, gpt), model)
 
 
 def memory_of(kind: str) -> dict | None:
@@ -158,10 +129,6 @@ def memory_of(kind: str) -> dict | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def ratio(times: dict, top: str, bottom: str) -> float:
-    return statistics.median(a / b for a, b in zip(times[top], times[bottom]))
-
-
 def rows(rounds: int, quick: bool) -> dict:
     kinds = ["eager", "graph"]
     try:
@@ -170,7 +137,7 @@ def rows(rounds: int, quick: bool) -> dict:
         kinds.append("torch")
     except ImportError:
         print("(PyTorch is not installed: no Eager / PyTorch row)", file=sys.stderr)
-    times = interleaved(kinds, rounds, 1 if quick else 3)
+    times = interleaved({kind: make_step(kind) for kind in kinds}, rounds, 1 if quick else 3, progress=True)
     result = {"GPT training step, Graph / Eager time": ratio(times, "graph", "eager")}
     if "torch" in kinds:
         result["GPT training step, toynet Eager / PyTorch eager time"] = ratio(times, "eager", "torch")
@@ -181,18 +148,6 @@ def rows(rounds: int, quick: bool) -> dict:
         result["(peak RSS above the model, MB: eager / graph)"] = [round(peaks[k]["rss_peak"] / 1e6, 1)
                                                                    for k in ("eager", "graph")]
     return result
-
-
-def report(title: str, result: dict) -> None:
-    print(f"\n{title}")
-    for name, value in result.items():
-        if name in GOALS:
-            goal, lower = GOALS[name]
-            met = value <= goal if lower else value >= goal
-            print(f"  {name:<55} {value:6.2f}   goal {'<=' if lower else '>='} {goal:<5} "
-                  f"{'met' if met else 'NOT met'}")
-        else:
-            print(f"  {name} {value}")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -207,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     path = "fast path" if flow.is_fast_path() else "lesson path"
     result = rows(3 if args.quick else args.rounds, args.quick)
-    report(f"tiny GPT {CONFIG}, batch {BATCH} ({path}, one thread)", result)
+    report(f"tiny GPT {CONFIG}, batch {BATCH} ({path}, one thread)", result, GOALS)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

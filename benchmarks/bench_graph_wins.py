@@ -52,7 +52,8 @@ import toynet as flow  # noqa: E402
 import bench_gpt  # noqa: E402
 from allocator import tune_host_allocator  # noqa: E402
 from bench_mobilenet import data as mobilenet_data, measure_memory  # noqa: E402
-from bench_steps import eager_step, graph_step, numpy_poly, poly_data, toynet_poly_model  # noqa: E402
+from bench_steps import (eager_step, graph_step, interleaved, numpy_poly, poly_data, ratio,  # noqa: E402
+                         report, toynet_poly_model)
 from toynet import nn  # noqa: E402
 from toynet.vision.models import mobilenet_v2  # noqa: E402
 
@@ -68,26 +69,8 @@ GOALS = {
 }
 
 
-def clock():
-    return time.perf_counter() if DEFAULT_THREADS else time.thread_time()
-
-
-def interleaved(contenders: dict, rounds: int, steps: int) -> dict[str, list[float]]:
-    """Seconds per step of each contender, round by round (each round runs every contender once)."""
-    for step in contenders.values():
-        step()  # warm up: compile, first-touch the buffers
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, step in contenders.items():
-            start = clock()
-            for _ in range(steps):
-                step()
-            times[name].append((clock() - start) / steps)
-    return times
-
-
-def ratio(times: dict, top: str, bottom: str) -> float:
-    return statistics.median(a / b for a, b in zip(times[top], times[bottom]))
+#: Time rows measure this thread's CPU time, or the wall clock at the machine's default threads.
+CLOCK = time.perf_counter if DEFAULT_THREADS else time.thread_time
 
 
 def mobilenet(train: bool):
@@ -138,14 +121,14 @@ def poly_contenders() -> dict:
 
 def time_rows(rounds: int, quick: bool) -> dict[str, float]:
     rows = {}
-    train = interleaved(training_contenders(), rounds, 1)
+    train = interleaved(training_contenders(), rounds, 1, CLOCK)
     rows["MobileNetV2 training step, Graph / Eager time"] = ratio(train, "graph", "eager")
-    infer = interleaved(inference_contenders(), rounds, 1 if quick else 3)
+    infer = interleaved(inference_contenders(), rounds, 1 if quick else 3, CLOCK)
     rows["MobileNetV2 inference, Eager / Graph time (x faster)"] = ratio(infer, "eager", "graph")
     rows["(MobileNetV2 Graph with ChooseKernels / without: training, inference)"] = [
         round(ratio(train, "graph", "graph, kernels not chosen"), 3),
         round(ratio(infer, "graph", "graph, kernels not chosen"), 3)]
-    poly = interleaved(poly_contenders(), rounds, 50 if quick else 300)
+    poly = interleaved(poly_contenders(), rounds, 50 if quick else 300, CLOCK)
     rows["poly fit step, Eager / hand-written NumPy"] = ratio(poly, "eager", "numpy")
     rows["poly fit step, Graph / hand-written NumPy"] = ratio(poly, "graph", "numpy")
     rows["(poly fit step, Graph with ChooseKernels / without)"] = round(
@@ -167,18 +150,6 @@ def memory_row() -> dict[str, float]:
                                                               for m in ("eager", "graph")]}
 
 
-def report(title: str, rows: dict) -> None:
-    print(f"\n{title}")
-    for name, value in rows.items():
-        if name in GOALS:
-            goal, lower = GOALS[name]
-            met = value <= goal if lower else value >= goal
-            print(f"  {name:<55} {value:6.2f}   goal {'<=' if lower else '>='} {goal:<5} "
-                  f"{'met' if met else 'NOT met'}")
-        else:
-            print(f"  {name} {value}")
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -196,11 +167,12 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"toynet's {'fast' if flow.is_fast_path() else 'lesson'} path (TOYNET_FAST={os.environ['TOYNET_FAST']})")
     results = {"one thread, CPU time": time_rows(rounds, args.quick)}
     results["one thread, CPU time"].update(memory_row())
-    report("one BLAS thread, this thread's CPU time (memory: fresh child processes)", results["one thread, CPU time"])
+    report("one BLAS thread, this thread's CPU time (memory: fresh child processes)", results["one thread, CPU time"],
+           GOALS)
     # Issue 20's rows: notebook 09's tiny GPT (benchmarks/bench_gpt.py), Graph against Eager and against PyTorch.
     results["tiny GPT, one thread"] = bench_gpt.rows(rounds, args.quick)
-    bench_gpt.report(f"tiny GPT {bench_gpt.CONFIG}, batch {bench_gpt.BATCH}, one thread",
-                     results["tiny GPT, one thread"])
+    report(f"tiny GPT {bench_gpt.CONFIG}, batch {bench_gpt.BATCH}, one thread", results["tiny GPT, one thread"],
+           bench_gpt.GOALS)
     children = (("glibc keeps freed blocks (one thread, CPU time)", ["--keep-freed"], dict(os.environ)),
                 (f"default threads ({os.cpu_count()} cores), wall clock", ["--default-threads"],
                  {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -211,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
                                check=False)
         if child.returncode == 0:
             results[title] = json.loads(child.stdout.strip().splitlines()[-1])
-            report(title, results[title])
+            report(title, results[title], GOALS)
         else:
             print(child.stderr[-2000:], file=sys.stderr)
     if args.json:

@@ -199,31 +199,38 @@ def _return_free_memory_to_the_os() -> None:
         pass
 
 
-def measure_memory_here(kind: str, workload: str) -> dict:
-    """Run in a fresh process: peak memory of building ``kind``'s step and running it twice."""
+def peak_memory(make_step, make_model, trace_numpy: bool = False) -> dict:
+    """Run in a fresh process: peak memory of building a step (``make_step(model)``) and running it twice, above
+    what is held before it (the model, from ``make_model()``). ``trace_numpy``: also NumPy's own count of the
+    arrays alive at the peak (tracemalloc)."""
     # A throwaway step first, so that what a framework sets up once per process (libraries loaded on
     # first use, kernel caches) is not counted; and the model is made before the baseline: its
     # weights are the same for everyone and not the step's memory.
-    warm = make_step(kind, workload)
+    warm = make_step(None)
     warm()
     del warm
-    model = make_model(kind, workload)
+    model = make_model()
     gc.collect()
     _return_free_memory_to_the_os()
-    tracing = kind != "torch"
-    if tracing:
+    if trace_numpy:
         tracemalloc.start()
     base = _status("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset VmHWM, the peak resident size, to the current size
-    step = make_step(kind, workload, model)
+    step = make_step(model)
     step()
     step()
     result = {"rss_peak": _status("VmHWM") - base}
-    if tracing:
+    if trace_numpy:
         result["tracemalloc_peak"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     return result
+
+
+def measure_memory_here(kind: str, workload: str) -> dict:
+    """Run in a fresh process: peak memory of building ``kind``'s step of ``workload`` and running it twice."""
+    return peak_memory(lambda model: make_step(kind, workload, model), lambda: make_model(kind, workload),
+                       trace_numpy=kind != "torch")
 
 
 def measure_memory(kind: str, workload: str, threads: str) -> dict | None:

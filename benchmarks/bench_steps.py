@@ -287,3 +287,43 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     sys.exit(0 if main() else 1)
+
+
+# ------------------------------------------------------------------ timing side by side, and the report
+
+
+def interleaved(contenders: dict, rounds: int, steps: int, clock=time.thread_time,
+                progress: bool = False) -> dict[str, list[float]]:
+    """Seconds per step of each contender, round by round (each round runs every contender once, so a noisy
+    machine slows them alike); ``progress`` prints each round's times to stderr."""
+    for step in contenders.values():
+        step()  # warm up: compile, first-touch the buffers
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for r in range(rounds):
+        for name, step in contenders.items():
+            start = clock()
+            for _ in range(steps):
+                step()
+            times[name].append((clock() - start) / steps)
+        if progress:
+            print(f"  round {r + 1}/{rounds}: " + ", ".join(f"{k} {times[k][-1] * 1e3:.1f} ms" for k in times),
+                  file=sys.stderr, flush=True)
+    return times
+
+
+def ratio(times: dict, top: str, bottom: str) -> float:
+    """The median over rounds of ``top``'s time divided by ``bottom``'s in the same round."""
+    return statistics.median(a / b for a, b in zip(times[top], times[bottom]))
+
+
+def report(title: str, rows: dict, goals: dict) -> None:
+    """Print ``rows``; those in ``goals`` (row -> (goal, whether lower is better)) say whether they meet it."""
+    print(f"\n{title}")
+    for name, value in rows.items():
+        if name in goals:
+            goal, lower = goals[name]
+            met = value <= goal if lower else value >= goal
+            print(f"  {name:<55} {value:6.2f}   goal {'<=' if lower else '>='} {goal:<5} "
+                  f"{'met' if met else 'NOT met'}")
+        else:
+            print(f"  {name} {value}")
