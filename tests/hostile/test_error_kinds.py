@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_deploy_files import copy_of, mutate, saved  # noqa: F401  (saved: the fixture)
+from test_deploy_files import copy_of, mutate, saved  # noqa: F401,F811  (saved: the fixture)
 
 import toynet as flow
 from toynet.ops import ShapeError

@@ -14,6 +14,7 @@ before anything is built, with all of them listed.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,7 @@ class Builder:
             raise ONNXImportError(f"{self.where()}: {error}") from None
         base = f"{self.onnx_node.name or self.onnx_node.op_type}-{op_name}" if self.onnx_node else op_name
         origins = frozenset().union(*[x.origins for x in inputs if isinstance(x, Value)])
-        known = self._fold(op, inputs, attrs) if _count(shape) <= MAX_FOLD_ELEMENTS else None
+        known = self._fold(op, inputs, attrs) if math.prod(shape) <= MAX_FOLD_ELEMENTS else None
         value = Value(self.unique(base), shape, dtype, known=known, origins=origins)
         self._entry(value.name, "op", shape, dtype, op=op_name,
                     inputs=[{"node": x.name} if isinstance(x, Value) else {"literal": encode_value(x)}
@@ -153,11 +154,9 @@ class Builder:
         """``shape`` (ints) once checked that an array of it fits the cap on what importing may compute
         (MAX_FOLDED_BYTES, as for constant folding when a saved graph loads): called *before* allocating."""
         dims = tuple(int(d) for d in shape)
-        count = 1
-        for d in dims:
-            if d < 0:
-                raise ONNXImportError(f"{self.where()}: its {what} would have a negative size in {dims}")
-            count *= d
+        if any(d < 0 for d in dims):
+            raise ONNXImportError(f"{self.where()}: its {what} would have a negative size in {dims}")
+        count = math.prod(dims)
         if count * itemsize > MAX_FOLDED_BYTES:
             raise ONNXImportError(f"{self.where()}: its {what} of shape {dims} would take {count * itemsize:,} bytes "
                                   f"when importing; toynet computes at most {MAX_FOLDED_BYTES:,} bytes while it loads")
@@ -177,13 +176,6 @@ class Builder:
         return value.known
 
 
-def _count(shape: tuple) -> int:
-    count = 1
-    for d in shape:
-        count *= int(d)
-    return count
-
-
 def _checked_initializer(onnx: Any, init: Any) -> Any:
     """An initializer's array, once its declared size is checked against the data the file holds (a tensor that
     declares (100000, 100000) with 16 bytes is refused by name, before NumPy allocates anything)."""
@@ -196,7 +188,7 @@ def _checked_initializer(onnx: Any, init: Any) -> Any:
         itemsize = onnx.helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
     except Exception:
         raise ONNXImportError(f"{where} has an unknown data type {init.data_type}") from None
-    count = _count(init.dims)
+    count = math.prod(init.dims)
     fields = [f for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
               if len(getattr(init, f))]
     held = len(init.raw_data) // max(itemsize, 1) if init.raw_data else max([len(getattr(init, f)) for f in fields],

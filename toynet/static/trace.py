@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 from .. import backend, mode
 from ..dynamic import autograd
 from ..dynamic.autograd import GradFn
-from ..dynamic.tensor import Tensor
+from ..dynamic.tensor import _SCALARS, Tensor  # (NumPy's scalar types: Eager mode makes them numbers)
 from ..ops import OPS, ShapeError
 from .ir import BACKWARD, CONSTANT, FORWARD, INPUT, OP, OPTIMIZER, STATE, Graph, Node
 
@@ -409,7 +409,6 @@ def flatten_call(args: tuple, kwargs: dict, static: frozenset = frozenset(), nam
     return leaves, ("tuple", (("tuple", positional), ("dict", keywords)))
 
 
-_NUMPY_SCALARS = (backend.host.number, backend.host.bool_)
 _PLAIN = (int, float, bool, type(None))
 
 
@@ -417,7 +416,7 @@ def plain_numbers(value: Any) -> Any:
     """NumPy scalars (``np.float32(0.5)``, also inside tuples and lists) made Python numbers."""
     if type(value) in (tuple, list):
         return type(value)(map(plain_numbers, value))
-    return value.item() if isinstance(value, _NUMPY_SCALARS) else value
+    return value.item() if isinstance(value, _SCALARS) else value
 
 
 def _host_tensor(value: Any) -> Tensor:

@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import replace
 
 from ....ops import OPS
-from ...ir import INPUT, OP, STATE, Graph, Node, PassReport, graph_pass
-from ..simplify import live_nodes
+from ...ir import OP, Graph, Node, PassReport, graph_pass
+from ..simplify import eliminate_dead_code
 
 _ADD, _SLICE_GRAD = "add", "getitem_grad"
 
@@ -81,7 +81,6 @@ def merge_slice_gradients(graph: Graph, report: PassReport) -> Graph:
                        kernel="")
     graph.rewrite(merge)
     if report.fused:   # the slices' gradients and the additions no one reads now (it runs after dead-code elimination)
-        live = live_nodes(graph)
-        report.removed += [n.name for n in graph.nodes if id(n) not in live and n.kind not in (INPUT, STATE)]
-        graph.nodes = [n for n in graph.nodes if id(n) in live or n.kind in (INPUT, STATE)]
+        graph, dead = eliminate_dead_code(graph)
+        report.removed += dead.removed
     return graph
