@@ -45,10 +45,17 @@ def _chunks(rows: int, width: int, itemsize: int) -> list:
     return [slice(start, min(rows, start + step)) for start in range(0, rows, step)]
 
 
+def _row_means(xp: Any, rows: Any) -> Any:
+    """Each row's mean, as a column: one matrix-vector product with ``(1/D, ..., 1/D)``, a single BLAS call for
+    all the rows (several times faster than NumPy's ``mean`` along rows as short as a transformer's)."""
+    width = rows.shape[1]
+    return (rows @ xp.full(width, 1.0 / width, dtype=rows.dtype))[:, None]
+
+
 def _statistics(xp: Any, chunk: Any, eps: float, centered: Any) -> Any:
     """Write ``chunk - mean`` (per row) into ``centered``; return ``1 / sqrt(var + eps)`` as a column."""
     width = chunk.shape[1]
-    xp.subtract(chunk, xp.mean(chunk, axis=1, keepdims=True), out=centered)
+    xp.subtract(chunk, _row_means(xp, chunk), out=centered)
     var = xp.einsum("ij,ij->i", centered, centered) / width
     var += eps
     return (1.0 / xp.sqrt(var))[:, None]
@@ -181,7 +188,7 @@ class LayerNormGrad(Op):
                 xp.multiply(g, w, out=grad_xhat)
             else:
                 grad_xhat[...] = g
-            mean_g = xp.mean(grad_xhat, axis=1, keepdims=True)
+            mean_g = _row_means(xp, grad_xhat)
             mean_gx = (xp.einsum("ij,ij->i", grad_xhat, xhat) / width)[:, None]
             gx = xp.multiply(xhat, mean_gx, out=packed[part] if packed.dtype == compute else xhat)
             xp.subtract(grad_xhat, gx, out=gx)

@@ -6,6 +6,8 @@
   fast passes write (BatchNorm folded in, channels-last layout, depthwise algorithms timed by ChooseKernels);
 * :mod:`.sum_to`: ``sum_to``'s forward for a bias gradient, into an array of its own; :mod:`.matmul`:
   ``matmul`` on a stack of rows and one matrix as one product; :mod:`.softmax`: softmax's backward as one op;
+  :mod:`.rows`: sums and maxima along short rows (softmax's) as BLAS products and halvings; :mod:`.where`:
+  a masked fill as a copy and a fill;
 * :mod:`.emit`: the one-line source the fast compiler writes for cheap ops, and the candidate kernels
   ChooseKernels times.
 
@@ -13,4 +15,4 @@ Every op here is registered in the one op table (a saved graph that uses one loa
 fast path's code makes them.
 """
 
-from . import conv_fused, fused, matmul, softmax, sum_to  # noqa: F401  (registers the ops and the replacements)
+from . import conv_fused, fused, matmul, rows, softmax, sum_to, where  # noqa: F401  (registers the ops and the replacements)
