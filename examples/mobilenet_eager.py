@@ -7,8 +7,9 @@ behaves as the tutorial: batch 64, one epoch over the 50,000 training images in 
     python examples/mobilenet_eager.py                       # the tutorial (a few minutes on a CPU)
     python examples/mobilenet_eager.py --max-batches 10      # a taste: 10 batches
 
-Without the real data set (``data/cifar-10-python.tar.gz``; toynet never downloads), a small synthetic
-stand-in with the same file format is written to ``data/toynet-fake-cifar10/`` and used instead.
+Without the real data set (``data/cifar-10-python.tar.gz``: ``flowvision.datasets.CIFAR10("data",
+download=True)`` fetches it, 163 MB), a small synthetic stand-in with the same file format is written to
+``data/toynet-fake-cifar10/`` and used instead: the program itself downloads nothing.
 
 Options also come from environment variables: TOYNET_DATA_ROOT, TOYNET_BATCH_SIZE, TOYNET_EPOCHS,
 TOYNET_MAX_BATCHES, TOYNET_FAKE_SIZE.

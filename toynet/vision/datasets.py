@@ -1,9 +1,11 @@
 """Image data sets read from local files: CIFAR-10 in its standard "python version" archive (here), and
 MNIST and Fashion-MNIST in their IDX files (:mod:`toynet.vision.mnist`).
 
-toynet never downloads anything. Put the archive where the data set looks for it (the error message
-says exactly where) and it is read from there, either straight out of the ``.tar.gz`` (nothing is
-extracted to disk) or from the extracted folder.
+The archive is read from ``root``, either straight out of the ``.tar.gz`` (nothing is extracted to
+disk) or from the extracted folder. ``download=True`` fetches it when it is not there, as flowvision
+does, through :mod:`toynet.utils.download`: the archive is kept only if its MD5 is the one pinned here
+(:attr:`CIFAR10.archive_md5`), whatever address it came from, and a failed download leaves ``root`` as
+it was.
 
 **The CIFAR-10 python files are pickles** (written by Python 2 and NumPy in 2009), and unpickling a
 file can run any code it names. So toynet does not unpickle them: :func:`read_batch` and
@@ -22,7 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..backend import host
-from .cifar_archive import read_archive, read_file
+from ..utils.download import ALREADY_THERE, check_integrity, download_url
+from ..utils.unpack import download_and_extract_archive
+from .cifar_archive import MEMBER_CAPS, STREAM_CAP, read_archive, read_file
 from .cifar_pickle import PickledArray, read_pickle
 from .mnist import MNIST, FashionMNIST, read_idx  # noqa: F401  (datasets.MNIST, as in torchvision)
 from .pickle_machine import DatasetFormatError
@@ -48,10 +52,15 @@ class CIFAR10(VisionDataset):
     (after ``target_transform``). As in torchvision, ``data`` holds all images (N, 32, 32, 3),
     ``targets`` the labels, ``classes`` the class names.
 
-    toynet never downloads: with ``download=True`` and the files present nothing happens; with the
-    files absent it stops at once with a message saying where to put which file (``source_url``, if
-    given, is where it says to get the archive). The files are pickles, read by :func:`read_batch` and
-    :func:`read_meta` without unpickling: anything but CIFAR-10's plain data and uint8 pixel rows raises
+    ``download=True`` fetches ``cifar-10-python.tar.gz`` (163 MB) from ``url``, or from ``source_url``
+    if given (a mirror: OneFlow's tutorials pass one), into ``root`` and unpacks it there, unless the
+    data set is already there. The archive is kept only if its MD5 is :attr:`archive_md5`, whatever
+    the address; on any failure nothing is kept and ``DownloadError`` says what to do. Files already
+    in ``root`` are never replaced: a pinned archive prints "Files already downloaded and verified",
+    any other copy (one put there by hand, or the stand-in of :mod:`toynet.vision.fake_cifar`) is read
+    as it is. Without ``download=True``, missing files stop it at once with a message saying where to
+    put which file. The files are pickles, read by :func:`read_batch` and :func:`read_meta` without
+    unpickling: anything but CIFAR-10's plain data and uint8 pixel rows raises
     :class:`DatasetFormatError`.
 
     >>> from toynet.vision import datasets, transforms
@@ -64,6 +73,8 @@ class CIFAR10(VisionDataset):
     test_list = ("test_batch",)
     meta_file = "batches.meta"
     url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+    archive_md5 = "c58f30108f718f92721af3b95e74349a"  # pinned: a download with another digest is not kept
+    archive_size = 170_498_071  # bytes; a download may have at most twice this
     image_shape = (3, 32, 32)  # how a row of the files' 3072 bytes is laid out: channel-major
 
     def __init__(self, root: str | os.PathLike, train: bool = True, transform: Callable | None = None,
@@ -74,7 +85,9 @@ class CIFAR10(VisionDataset):
         self.target_transform = target_transform
         self.source_url = source_url or self.url
         batch_names = self.train_list if train else self.test_list
-        files = self._read_files([*batch_names, self.meta_file], download)
+        if download:
+            self.download()
+        files = self._read_files([*batch_names, self.meta_file])
 
         images, self.targets = [], []
         for name in batch_names:
@@ -90,11 +103,31 @@ class CIFAR10(VisionDataset):
 
     # ------------------------------------------------------------------------------- finding the files
 
+    def download(self) -> None:
+        """Fetch and unpack the archive into ``root``, unless the data set is already there (see the class)."""
+        archive = os.path.join(self.root, self.archive_name)
+        folder = os.path.join(self.root, self.base_folder)
+        if check_integrity(archive, md5=self.archive_md5):
+            print(ALREADY_THERE)
+            return
+        names = [*(self.train_list if self.train else self.test_list), self.meta_file]  # what this split reads
+        if os.path.isfile(archive) or all(os.path.isfile(os.path.join(folder, n)) for n in names):
+            return  # a copy put here by hand, or a stand-in: read and checked as it is, never replaced
+        pinned = {"md5": self.archive_md5, "max_bytes": 2 * self.archive_size,
+                  "advice": f"Check the network connection, or pass source_url= the address of a mirror of "
+                            f"{self.archive_name} (it must still have md5 {self.archive_md5}), or download it "
+                            f"yourself and put it, unextracted, at {archive}."}
+        if os.path.lexists(folder):  # half an extracted folder: keep it, the archive is read in its place
+            download_url(self.source_url, self.root, self.archive_name, **pinned)
+        else:  # unpacked as flowvision does; at most the members and bytes the real archive may have
+            download_and_extract_archive(self.source_url, self.root, self.archive_name, **pinned,
+                                         max_extracted=STREAM_CAP, max_members=len(MEMBER_CAPS) + 1)
+
     def _source(self, name: str) -> str:
         """Where file ``name`` came from, for error messages."""
         return os.path.join(self._origin, name) if self._origin_is_dir else f"{self._origin}:{name}"
 
-    def _read_files(self, names: list[str], download: bool) -> dict[str, bytes]:
+    def _read_files(self, names: list[str]) -> dict[str, bytes]:
         """The bytes of the named files from the extracted folder if it is complete, else from the archive."""
         folder = os.path.join(self.root, self.base_folder)
         archive = os.path.join(self.root, self.archive_name)
@@ -104,19 +137,17 @@ class CIFAR10(VisionDataset):
         if os.path.isfile(archive):
             self._origin, self._origin_is_dir = archive, False
             return read_archive(archive, names, self.source_url)
-        raise FileNotFoundError(self._not_found_message(folder, archive, names, download))
+        raise FileNotFoundError(self._not_found_message(folder, archive, names))
 
-    def _not_found_message(self, folder: str, archive: str, names: list[str], download: bool) -> str:
+    def _not_found_message(self, folder: str, archive: str, names: list[str]) -> str:
         if os.path.isdir(folder):
             missing = [n for n in names if not os.path.isfile(os.path.join(folder, n))]
             found = f"{folder} exists but lacks {', '.join(missing)}, and there is no {archive}"
         else:
             found = f"neither {archive} nor {folder}{os.sep} exists"
-        why = ("download=True cannot help: toynet never downloads data (this machine may have no internet). "
-               if download else "")
-        return (f"CIFAR-10 not found: {found}. {why}Get the python version of CIFAR-10, {self.archive_name} "
-                f"(about 163 MB), from {self.source_url} and put that file, unextracted, at {archive}; "
-                f"or extract it so that {os.path.join(folder, names[0])} exists.")
+        return (f"CIFAR-10 not found: {found}. Pass download=True to fetch {self.archive_name} (about 163 MB) "
+                f"from {self.source_url}, or get the python version of CIFAR-10 yourself and put that file, "
+                f"unextracted, at {archive}; or extract it so that {os.path.join(folder, names[0])} exists.")
 
 
 def read_batch(data: bytes, source: str) -> tuple[Any, list[int]]:

@@ -1,7 +1,7 @@
 """A small CIFAR-10 in the exact format of the official "python version" archive, made up on the spot.
 
-For tests, notebooks and the tutorial examples on machines without the real data set (toynet never
-downloads). ``make_cifar10(root, n_train=50, n_test=10)`` writes ``root/cifar-10-python.tar.gz`` (or,
+For tests, notebooks and the tutorial examples on machines without the real data set (they run
+offline). ``make_cifar10(root, n_train=50, n_test=10)`` writes ``root/cifar-10-python.tar.gz`` (or,
 with ``as_tar=False``, the extracted ``root/cifar-10-batches-py/``): five training batches, one test batch
 and ``batches.meta``, each a pickled dict as in the real files::
 

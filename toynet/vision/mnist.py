@@ -13,8 +13,11 @@ and then the body must have exactly the size the header promised (at most one by
 decompressed, so a "zip bomb" cannot fill the memory). Anything else raises
 :class:`~toynet.vision.pickle_machine.DatasetFormatError` naming the file and what was wrong.
 
-toynet never downloads: the files go in ``root/MNIST/raw/`` (or ``root/FashionMNIST/raw/``), where
-torchvision and flowvision put them, compressed or not. ``download=True`` only checks they are there.
+The files go in ``root/MNIST/raw/`` (or ``root/FashionMNIST/raw/``), where torchvision and flowvision
+put them, compressed or not. ``download=True`` fetches the ones that are missing, as flowvision does,
+through :mod:`toynet.utils.download`: each ``.gz`` is kept only if its MD5 is the one pinned in
+:attr:`MNIST.resources`, whatever address it came from, then decompressed beside it (at most the size
+the caps above allow); a failed download leaves the folder as it was.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from ..backend import host  # image files are host data
+from ..utils.download import ALREADY_THERE, DownloadError, all_or_nothing, check_integrity, download_url
+from ..utils.unpack import gunzip
 from .pickle_machine import DatasetFormatError
 from .vision_dataset import VisionDataset
 
@@ -77,6 +82,12 @@ def _read_stream(stream: BinaryIO, path: str, ndim: int, max_items: int) -> Any:
     return array
 
 
+def _largest_idx(packed: str) -> int:
+    """The most bytes the IDX file ``packed`` may decompress to: its header and :data:`MAX_ITEMS` items."""
+    ndim = 3 if "-idx3-" in packed else 1
+    return 4 + 4 * ndim + MAX_ITEMS * (SIDE * SIDE if ndim == 3 else 1)
+
+
 class MNIST(VisionDataset):
     """MNIST: 70,000 grey 28x28 images of handwritten digits (60,000 train, 10,000 test).
 
@@ -84,14 +95,26 @@ class MNIST(VisionDataset):
     a (1, 28, 28) float32 tensor) after ``transform``, the label an int after ``target_transform``.
     ``data`` holds all images (N, 28, 28), ``targets`` the labels, ``classes`` the class names.
 
-    toynet never downloads: ``download=True`` with the files present does nothing more; with a file
-    absent it stops at once, saying where to put which files (``source_url``, if given, is where it says
-    to get them).
+    ``download=True`` fetches whichever of the four files is missing from ``raw_folder``, trying each
+    of :attr:`mirrors` in turn; ``source_url``, if given, is the address of the folder holding them
+    (each file's name is added to it; it replaces the mirrors, as in flowvision). Each file is kept
+    only if its MD5 is the one pinned in :attr:`resources`, whatever the address, and is decompressed
+    beside its ``.gz``; on any failure nothing is kept and ``DownloadError`` says what to do. Files
+    already there are never replaced: if all four ``.gz`` are the pinned ones it prints "Files already
+    downloaded and verified", and any other copy (put there by hand, or the stand-in of
+    :mod:`toynet.vision.mnist_fake`) is read as it is. Without ``download=True``, a missing file stops
+    it at once, saying where to put which files.
     """
 
     files = {True: ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
              False: ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
-    url = "https://ossci-datasets.s3.amazonaws.com/mnist/"
+    mirrors = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/")
+    #: Each compressed file, its pinned MD5 (a download with another digest is not kept) and its size in
+    #: bytes (a download may have at most twice that).
+    resources = (("train-images-idx3-ubyte.gz", "f68b3c2dcbeaaa9fbdd348bbdeb94873", 9_912_422),
+                 ("train-labels-idx1-ubyte.gz", "d53e105ee54ea40749a09fcbcd1e9432", 28_881),
+                 ("t10k-images-idx3-ubyte.gz", "9fb629c4189551a2d022fa330f9573f3", 1_648_877),
+                 ("t10k-labels-idx1-ubyte.gz", "ec29112dd5afa0611ce80d1b7f02629c", 4_542))
     classes = ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five", "6 - six", "7 - seven",
                "8 - eight", "9 - nine"]
 
@@ -101,10 +124,12 @@ class MNIST(VisionDataset):
         self.train = train
         self.transform = transform
         self.target_transform = target_transform
-        self.source_url = source_url or self.url
+        self.source_url = source_url
         images_name, labels_name = self.files[bool(train)]
-        self.data = read_idx(self._find(images_name, download), ndim=3)
-        labels = read_idx(self._find(labels_name, download), ndim=1)
+        if download:
+            self.download()
+        self.data = read_idx(self._find(images_name), ndim=3)
+        labels = read_idx(self._find(labels_name), ndim=1)
         if len(labels) != len(self.data):
             raise DatasetFormatError(f"{self.raw_folder}: {len(self.data)} images but {len(labels)} labels; "
                                      f"the two files do not belong together")
@@ -118,25 +143,75 @@ class MNIST(VisionDataset):
     def raw_folder(self) -> str:
         return os.path.join(self.root, type(self).__name__, "raw")
 
-    def _find(self, name: str, download: bool) -> str:
+    def _sources(self) -> list[str]:
+        """The folders to fetch the files from, in turn."""
+        if self.source_url is None:
+            return list(self.mirrors)
+        if self.source_url.endswith(".gz"):
+            raise ValueError(f"{type(self).__name__}: source_url={self.source_url!r} names one file; give the "
+                             f"address of the folder holding all four (each file's name is added to it)")
+        return [self.source_url if self.source_url.endswith("/") else self.source_url + "/"]
+
+    def _find(self, name: str) -> str:
         """The path of file ``name``: compressed (as distributed) or already extracted."""
         for candidate in (name + ".gz", name):
             path = os.path.join(self.raw_folder, candidate)
             if os.path.isfile(path):
                 return path
-        wanted = [n + ".gz" for pair in self.files.values() for n in pair]
-        why = ("download=True cannot help: toynet never downloads data (this machine may have no internet). "
-               if download else "")
+        wanted = [packed for packed, _, _ in self.resources]
         raise FileNotFoundError(
             f"{type(self).__name__} not found: there is no {os.path.join(self.raw_folder, name + '.gz')} (nor "
-            f"the extracted {name}). {why}Get the four files {', '.join(wanted)} from {self.source_url} and put "
-            f"them, compressed or not, in {self.raw_folder}{os.sep}")
+            f"the extracted {name}). Pass download=True to fetch the four files {', '.join(wanted)} from "
+            f"{self.source_url or self.mirrors[0]}, or get them yourself and put them, compressed or not, in "
+            f"{self.raw_folder}{os.sep}")
+
+    # ------------------------------------------------------------------------------------- downloading
+
+    def download(self) -> None:
+        """Fetch the files missing from ``raw_folder``, all of them or none (see the class docstring)."""
+        def there(packed: str) -> bool:
+            return any(os.path.isfile(os.path.join(self.raw_folder, n)) for n in (packed, packed[:-3]))
+
+        missing = [(packed, md5, size) for packed, md5, size in self.resources if not there(packed)]
+        if not missing:
+            if all(check_integrity(os.path.join(self.raw_folder, packed), md5=md5)
+                   for packed, md5, _ in self.resources):
+                print(ALREADY_THERE)
+            return  # otherwise copies put here by hand, or a stand-in: read and checked as they are
+        sources = self._sources()
+        with all_or_nothing(self.raw_folder) as undo:
+            for packed, md5, size in missing:
+                path = undo.claim(os.path.join(self.raw_folder, packed))
+                self._fetch(packed, md5, size, sources)
+                gunzip(path, undo.claim(path[:-3]), max_bytes=_largest_idx(packed))  # beside it, as flowvision
+
+    def _fetch(self, packed: str, md5: str, size: int, sources: list[str]) -> None:
+        """Download ``packed`` from the first of ``sources`` that gives the pinned file."""
+        failures = []
+        for k, folder in enumerate(sources):
+            try:
+                download_url(folder + packed, self.raw_folder, packed, md5=md5, max_bytes=2 * size)
+                return
+            except DownloadError as error:
+                failures.append(f"{error.url}: {error.reason}")
+                if k + 1 < len(sources):
+                    print(f"Failed to download (trying next): {error.reason}")
+        tried = "; ".join(failures)
+        raise DownloadError(
+            f"Could not download {packed} for {type(self).__name__} ({tried}). Nothing was kept in "
+            f"{self.raw_folder}. Check the network connection, or pass source_url= the address of a folder "
+            f"holding the four files (a mirror: each must still have its pinned md5), or get them yourself "
+            f"and put them in {self.raw_folder}{os.sep}", url=sources[-1] + packed, reason=tried)
 
 
 class FashionMNIST(MNIST):
     """Fashion-MNIST: 70,000 grey 28x28 images of clothes in 10 classes, in MNIST's exact format and
     file names (a drop-in replacement that is harder to fit). Files in ``root/FashionMNIST/raw/``."""
 
-    url = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+    mirrors = ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",)
+    resources = (("train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d", 26_421_880),
+                 ("train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe", 29_515),
+                 ("t10k-images-idx3-ubyte.gz", "bef4ecab320f06d8554ea6380940ec79", 4_422_102),
+                 ("t10k-labels-idx1-ubyte.gz", "bb300cfdad3c16e7a12a480ee83cd310", 5_148))
     classes = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
                "Ankle boot"]

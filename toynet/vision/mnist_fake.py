@@ -1,6 +1,6 @@
 """A small MNIST or Fashion-MNIST in the exact format of the real files, made up on the spot.
 
-For tests, the tutorial pages and examples on machines without the real data (toynet never downloads).
+For tests, the tutorial pages and examples on machines without the real data (they run offline).
 ``make_mnist(root, "FashionMNIST", n_train=64, n_test=16)`` writes the four gzip-compressed IDX files
 (see :mod:`toynet.vision.mnist` for the format) into ``root/FashionMNIST/raw/``, where
 ``datasets.FashionMNIST(root)`` reads them.
