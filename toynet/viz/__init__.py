@@ -26,6 +26,8 @@ DOT text; ``.render("file", format="png")`` saves it):
 
 ``flow.viz.draw_pass(before, after, removed=..., fused=...)`` or ``flow.viz.draw_pass(graph.passes[i])``
 shows what an optimisation pass changed (``context=1``: only the changed nodes and their neighbours);
+``flow.viz.linked(graph)`` links a compiled nn.Graph's picture to each op's source line, its lines in
+``graph.plan.source`` and its debug-log line (:mod:`toynet.viz.linked`);
 ``with flow.viz.record() as rec:`` records a graph as your code builds it (``rec.to_gif("build.gif")``,
 ``rec.player()`` in a notebook).
 
@@ -65,6 +67,7 @@ from .draw_static import summary_picture
 from .model import Picture, limit
 from .names import Namer, user_namespaces
 from .frames import Frame
+from .linked import LinkedView, linked
 from .recording import Recorder, record
 from .rendering import Drawing, GraphvizNotInstalled, render, to_png, to_svg
 
@@ -72,9 +75,11 @@ __all__ = [
     "Drawing",
     "Frame",
     "GraphvizNotInstalled",
+    "LinkedView",
     "Recorder",
     "draw",
     "draw_pass",
+    "linked",
     "record",
     "render",
     "to_png",
