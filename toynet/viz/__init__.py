@@ -67,7 +67,7 @@ from .draw_static import summary_picture
 from .model import Picture, limit
 from .names import Namer, user_namespaces
 from .frames import Frame
-from .linked import LinkedView, linked
+from .linked import LinkedView, check_linkable
 from .recording import Recorder, record
 from .rendering import Drawing, GraphvizNotInstalled, render, to_png, to_svg
 
@@ -99,6 +99,13 @@ def draw(obj: Any, *, rankdir: str = "TB", legend: bool = True, max_nodes: int |
     see the module doc."""
     picture = picture_of(obj, max_nodes=max_nodes, **options)
     return to_digraph(picture, rankdir=rankdir, legend=legend, title=title)
+
+
+def linked(graph: ModuleGraph, forward_only: bool = False, **draw_options: Any) -> LinkedView:
+    """The linked view of a compiled ``nn.Graph`` (:mod:`toynet.viz.linked`): its picture (``graph.ir`` drawn
+    with ``draw_options``) beside each op's source line, plan lines and debug line; a notebook displays it."""
+    check_linkable(graph)
+    return LinkedView(graph, draw(graph.ir, forward_only=forward_only, **draw_options))
 
 
 def picture_of(obj: Any, *, max_nodes: int | str | None = "auto", names: Mapping[str, Any] | None = None,

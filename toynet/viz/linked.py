@@ -43,18 +43,22 @@ def plan_lines_of(source: str, name: str) -> list[int]:
     return []
 
 
+def check_linkable(graph: Any) -> None:
+    """An ``nn.Graph`` that has compiled, or a clear error."""
+    if not isinstance(graph, ModuleGraph):
+        raise TypeError(f"flow.viz.linked() takes an nn.Graph, got {type(graph).__name__}")
+    if not _has_compiled(graph):
+        raise ValueError(f"flow.viz.linked(): the graph {graph.name} has not been compiled yet; call it once "
+                         "(graph(x)) so that it has a plan to link to")
+
+
 class LinkedView:
     """The picture, the op's facts, ``plan.source`` and the debug log of one compiled ``nn.Graph``, linked.
 
-    ``forward_only`` and the other keyword arguments go to :func:`toynet.viz.draw` (of ``graph.ir``)."""
+    ``drawing``: the picture of ``graph.ir`` (``flow.viz.linked`` draws it with :func:`toynet.viz.draw`)."""
 
-    def __init__(self, graph: ModuleGraph, forward_only: bool = False, **draw_options: Any):
-        if not isinstance(graph, ModuleGraph):
-            raise TypeError(f"flow.viz.linked() takes an nn.Graph, got {type(graph).__name__}")
-        if not _has_compiled(graph):
-            raise ValueError(f"flow.viz.linked(): the graph {graph.name} has not been compiled yet; call it once "
-                             "(graph(x)) so that it has a plan to link to")
-        from . import draw   # (the package's entry point, defined after this module is imported)
+    def __init__(self, graph: ModuleGraph, drawing: Any):
+        check_linkable(graph)
         ir, self.plan_source = graph.ir, graph.plan.source
         traced = {n.name: n for n in graph.traced_ir.op_nodes}
         self.log = []
@@ -69,7 +73,7 @@ class LinkedView:
                 "source": node.source, "plan_lines": plan_lines_of(self.plan_source, node.name),
                 "log_line": len(self.log) - 1,
             }
-        svg = to_svg(draw(ir, forward_only=forward_only, **draw_options))
+        svg = to_svg(drawing)
         self.svg = svg[svg.find("<svg"):]   # (inline in HTML: without the XML declaration and doctype)
 
     def names(self) -> list[str]:
@@ -102,11 +106,6 @@ def _has_compiled(graph: ModuleGraph) -> bool:
     except Exception:   # noqa: BLE001  (not compiled: the graph says so in its own words)
         return False
     return True
-
-
-def linked(graph: ModuleGraph, forward_only: bool = False, **draw_options: Any) -> LinkedView:
-    """The linked view of a compiled ``nn.Graph`` (see the module docstring); a notebook displays it."""
-    return LinkedView(graph, forward_only=forward_only, **draw_options)
 
 
 _TEMPLATE = """<div id="{id}" class="toynet-linked" style="display:flex;gap:12px;align-items:flex-start;
