@@ -8,7 +8,10 @@ reStructuredText forms that Markdown does not know. Before mkdocstrings renders 
   (plain code when it is not, without a warning);
 * doctest examples (lines starting with ``>>>``) into fenced ``pycon`` code blocks, which Markdown would
   otherwise read as nested quotes;
-* a paragraph ending in ``::`` (reST's "a literal block follows") into one ending in ``:``;
+* a literal block (the indented lines after a paragraph ending in ``::``) into a fenced code block, so
+  that an example is highlighted: ``python`` when the block is Python (it parses, and is more than one
+  name), ``pycon`` when it starts with ``>>>``, ``text`` for anything else (a printout, a diagram);
+* a paragraph ending in ``::`` into one ending in ``:`` (a lone ``::`` line disappears);
 * a "simple table" (columns under ``=====  =====`` borders) into a preformatted block, which keeps its
   columns lined up (Markdown would run its lines together into one paragraph).
 
@@ -20,7 +23,9 @@ their attributes in their own docstring.
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 from typing import Any
 
 import griffe
@@ -59,7 +64,66 @@ def _package_of(obj: griffe.Object) -> tuple[str, str]:
 
 def convert(text: str, where: tuple[str, str]) -> str:
     text = ROLE.sub(lambda m: _reference(m.group(2), m.group(1) == "~", *where), text)
-    return _literal_markers(_doctests(_simple_tables(text)))
+    return _literal_markers(_doctests(_literal_blocks(_simple_tables(text))))
+
+
+def _fenced(lines: list[str]) -> list[bool]:
+    """For each line, whether it belongs to a fenced code block (its fences included)."""
+    inside, marks = False, []
+    for line in lines:
+        fence = line.lstrip().startswith("```")
+        marks.append(inside or fence)
+        if fence:
+            inside = not inside
+    return marks
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _literal_blocks(text: str) -> str:
+    """Fence the indented block after each paragraph ending in ``::``, in the block's language."""
+    lines = text.split("\n")
+    fenced = _fenced(lines)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not fenced[i] and line.rstrip().endswith("::"):
+            start = i + 1
+            while start < len(lines) and not lines[start].strip():
+                start += 1
+            if start < len(lines) and not fenced[start] and _indent(lines[start]) > _indent(line):
+                end = start
+                while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > _indent(line)):
+                    end += 1
+                while not lines[end - 1].strip():
+                    end -= 1
+                block = textwrap.dedent("\n".join(lines[start:end])).split("\n")
+                pad = " " * _indent(line)
+                marker = line.rstrip()[:-2].rstrip()
+                if marker.strip():
+                    out += [marker if marker.endswith(":") else marker + ":", ""]
+                out += [f"{pad}```{_language(block)}", *[pad + b if b.strip() else "" for b in block], f"{pad}```"]
+                i = end
+                continue
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
+def _language(block: list[str]) -> str:
+    """``pycon`` for a doctest, ``python`` for Python code (not a lone name or value), else ``text``."""
+    if block[0].lstrip().startswith(">>>"):
+        return "pycon"
+    try:
+        tree = ast.parse("\n".join(block))
+    except SyntaxError:
+        return "text"
+    lone = (len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr)
+            and isinstance(tree.body[0].value, (ast.Name, ast.Attribute, ast.Constant)))
+    return "text" if not tree.body or lone else "python"
 
 
 def _reference(target: str, short: bool, module: str, package: str) -> str:
@@ -78,10 +142,11 @@ def _doctests(text: str) -> str:
     """Fence each run of doctest lines (``>>>``, ``...`` and the output after them)."""
     out: list[str] = []
     lines = text.split("\n")
+    fenced = _fenced(lines)
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.lstrip().startswith(">>>"):
+        if line.lstrip().startswith(">>>") and not fenced[i]:
             indent = line[: len(line) - len(line.lstrip())]
             block = []
             while i < len(lines) and lines[i].strip() and lines[i].startswith(indent):
@@ -97,8 +162,9 @@ def _doctests(text: str) -> str:
 def _literal_markers(text: str) -> str:
     """``text::`` before an indented block becomes ``text:`` (a lone ``::`` line disappears)."""
     lines = text.split("\n")
+    fenced = _fenced(lines)
     for i, line in enumerate(lines):
-        if line.rstrip().endswith("::"):
+        if line.rstrip().endswith("::") and not fenced[i]:
             stripped = line.rstrip()[:-2].rstrip()
             lines[i] = stripped + ":" if stripped and not stripped.endswith(":") else stripped
     return "\n".join(lines)

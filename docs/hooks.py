@@ -24,6 +24,22 @@ They also make the site read well offline, with nothing fetched from the interne
   the page by mkdocs-jupyter's ``include_source``), links "Run it locally" and the repository, whose
   address (``repo_url``) is read from the clone's ``origin`` remote when mkdocs.yml does not give one.
 
+And they make a notebook read as well on the site as in JupyterLab:
+
+* a wide column: a notebook page has no table of contents on the right (``hide: [toc]``, set here), which
+  would take a fifth of the screen from the printed graphs and pictures; its sections are listed in the
+  navigation on the left instead, under the notebook's own entry (Material's ``toc.integrate``, for these
+  pages only). A Markdown page that says ``hide: [toc]`` in its front matter (figures.md) gets the same;
+* the table of contents links to the headings as nbconvert named them (mkdocs-jupyter derives other names,
+  without the code in a heading: ``#the-tutorials-block-is-level-1`` for the heading
+  ``the-tutorials-debug-block-is-level-1``), and shows their whole titles;
+* links between notebooks: ``[notebook 5](05_compiler_passes.ipynb)``, right in JupyterLab and on GitHub,
+  becomes a link to that notebook's page (``../05_compiler_passes/``) on the site;
+* no cell tags: the tags the tests use to find cells (``numbers-...``) are not shown as a row of pills.
+
+And the API reference lists the public API: a module documented whole (``::: toynet.viz``) that has an
+``__all__`` lists exactly those names (mkdocstrings' own filters know only the underscore).
+
 So a new notebook or figure appears in the site without touching mkdocs.yml, and a missing one never
 leaves a dead link behind (``mkdocs build --strict`` would fail on it).
 """
@@ -32,8 +48,8 @@ from __future__ import annotations
 
 import html
 import json
-import posixpath
 import os
+import posixpath
 import re
 import subprocess
 import sys
@@ -158,18 +174,102 @@ def is_notebook(page) -> bool:
 
 
 def on_page_content(html_text: str, page, config, files) -> str:
-    """Notebook pages: no MathJax 2 loader, no CDN widget renderer, and a bar to download or run them."""
+    """Notebook pages: no MathJax 2 loader, no CDN widget renderer, no cell tags, links to other notebooks
+    that work on the site, a table of contents in the navigation that finds its headings, and a bar to
+    download or run them."""
     if not is_notebook(page):
         return html_text
+    page.meta.setdefault("hide", [])
+    if "toc" not in page.meta["hide"]:
+        page.meta["hide"].append("toc")
     run = get_relative_url("notebooks/", page.url) + "#run-it-locally"
     html_text = _MATHJAX2.sub("", html_text)
     html_text = _WIDGET_LOADER.sub("", html_text)
     html_text = _WIDGET_STATE.sub("", html_text)
     html_text = _WIDGET_VIEW.sub(WIDGET_NOTE.format(run=run), html_text)
+    html_text = _CELL_TAGS.sub("", html_text)
+    html_text = link_notebooks(html_text, page, files)
+    match_toc_to_headings(page.toc, html_text)
     bar = notebook_bar(page, config, run)
     if "</h1>" in html_text:  # under the notebook's title
         return html_text.replace("</h1>", "</h1>\n" + bar, 1)
     return bar + html_text
+
+
+# The row of tags mkdocs-jupyter's template writes above a tagged code cell (one pill per tag).
+_CELL_TAGS = re.compile(r'<div class="celltoolbar">\s*(?:<div class="button_container tags_button_container">'
+                        r'.*?</div>\s*)*</div>', re.DOTALL)
+_HREF = re.compile(r'(<a\s[^>]*?href=")([^"#?:]+\.(?:ipynb|md))((?:#[^"]*)?")')
+
+
+def link_notebooks(html_text: str, page, files: Files) -> str:
+    """A link to another notebook or page written as its file (``05_compiler_passes.ipynb``, what JupyterLab
+    and GitHub open) becomes a link to that file's page on the site (``../05_compiler_passes/``).
+
+    mkdocs does this for Markdown pages, but a notebook's HTML comes from nbconvert, past mkdocs' link
+    checks. A link to a file that is not part of the site is left as it is (the link check of
+    tests/test_docs.py then names it)."""
+    base = posixpath.dirname(page.file.src_uri)
+
+    def to_page(m: re.Match) -> str:
+        target = files.get_file_from_path(posixpath.normpath(posixpath.join(base, html.unescape(m[2]))))
+        if target is None or not target.is_documentation_page():
+            return m[0]
+        return m[1] + html.escape(get_relative_url(target.url, page.url)) + m[3]
+
+    return _HREF.sub(to_page, html_text)
+
+
+_HEADING = re.compile(r'<h([1-6])\s[^>]*?id="([^"]+)"[^>]*>(.*?)</h\1>', re.DOTALL)
+
+
+def match_toc_to_headings(toc, html_text: str) -> None:
+    """Point each entry of a notebook's table of contents at its heading, and give it the heading's whole title.
+
+    mkdocs-jupyter reads the table of contents from the notebook exported to Markdown, where Python-Markdown
+    names a heading without its code spans ("The tutorial's `debug()` block" -> ``the-tutorials-block``),
+    while nbconvert's HTML names it with them (``the-tutorials-debug-block``). The entries and the headings
+    come in the same order: each entry takes the next heading of its level whose words include its own."""
+    headings = [(int(level), ident, _plain(inner)) for level, ident, inner in _HEADING.findall(html_text)]
+    position = 0
+
+    def words(text: str) -> list[str]:
+        return re.findall(r"\w+", text.lower())
+
+    def contains(long: list[str], short: list[str]) -> bool:  # short's words, in order, within long's
+        rest = iter(long)
+        return all(word in rest for word in short)
+
+    def walk(entries) -> None:
+        nonlocal position
+        for entry in entries:
+            for i in range(position, len(headings)):
+                level, ident, title = headings[i]
+                if level == entry.level and contains(words(title), words(entry.title)):
+                    entry.id, entry.title, position = ident, html.escape(title, quote=False), i + 1
+                    break
+            walk(entry.children)
+
+    walk(toc)
+
+
+def _plain(inner_html: str) -> str:
+    """A heading's text: no tags, no pilcrow of its anchor link, entities read."""
+    text = re.sub(r'<a class="anchor-link".*?</a>', "", inner_html, flags=re.DOTALL)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split())
+
+
+#: The primary navigation, as Material's partials/nav.html writes it.
+_PRIMARY_NAV = '<nav class="md-nav md-nav--primary"'
+
+
+def on_post_page(output: str, page, config) -> str:
+    """A page without the table of contents on the right (``hide: [toc]``: every notebook, the figures)
+    lists its sections in the navigation on the left, under its own entry: Material's ``toc.integrate``
+    for this page alone, so that nothing is lost by the wider column."""
+    if "toc" in (page.meta.get("hide") or []) and "md-nav--integrated" not in output:
+        output = output.replace(_PRIMARY_NAV, _PRIMARY_NAV[:-1] + ' md-nav--integrated"', 1)
+    return output
 
 
 def notebook_bar(page, config, run: str) -> str:
@@ -187,6 +287,8 @@ def notebook_bar(page, config, run: str) -> str:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    if "\n::: " in "\n" + markdown:
+        markdown = public_members(markdown)
     if "<!-- notebooks -->" in markdown:
         markdown = markdown.replace("<!-- notebooks -->", notebook_list())
     if "<!-- figures -->" in markdown:
@@ -196,6 +298,38 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if "<!-- lesson-path -->" in markdown:
         markdown = markdown.replace("<!-- lesson-path -->", lesson_path_table())
     return markdown
+
+
+# An mkdocstrings directive (``::: toynet.viz``) and the indented options under it.
+_DIRECTIVE = re.compile(r"^::: (?P<target>[\w.]+)[ \t]*\n(?P<options>(?:[ \t]+\S.*\n?)*)", re.MULTILINE)
+
+
+def public_members(markdown: str) -> str:
+    """A module documented whole (``::: toynet.viz``, no ``members:``) lists the names of its ``__all__``
+    when it has one: what the module says is its public API, not every name without an underscore (the
+    ``filters`` of mkdocs.yml, which know nothing of ``__all__``). ``members:`` on the page still decides."""
+    import importlib
+
+    def expand(m: re.Match) -> str:
+        options = m["options"]
+        if re.search(r"^\s+members:", options, re.MULTILINE):
+            return m[0]
+        try:
+            exported = getattr(importlib.import_module(m["target"]), "__all__", None)
+        except ImportError:  # not a module (a class, a function): its members are its own
+            return m[0]
+        if not exported:
+            return m[0]
+        members = json.dumps(list(exported))
+        if re.search(r"^(\s+)options:[ \t]*$", options, re.MULTILINE):
+            indent = re.search(r"^(\s+)options:", options, re.MULTILINE)[1]
+            options = re.sub(r"^(\s+options:[ \t]*)$", rf"\1\n{indent}  members: {members}", options, count=1,
+                             flags=re.MULTILINE)
+        else:
+            options = f"    options:\n      members: {members}\n" + options
+        return f"::: {m['target']}\n{options}"
+
+    return _DIRECTIVE.sub(expand, markdown)
 
 
 def pass_table() -> str:
@@ -235,12 +369,12 @@ def lesson_path_table() -> str:
     runs = {}
     for fast in ("0", "1"):
         done = subprocess.run([sys.executable, str(ROOT / "scripts" / "lesson_path.py"), "--json"], cwd=ROOT,
-                              capture_output=True, text=True, env={**os.environ, "TOYNET_FAST": fast})
+                              capture_output=True, text=True, check=False, env={**os.environ, "TOYNET_FAST": fast})
         if done.returncode != 0:
             raise PluginError(f"scripts/lesson_path.py failed:\n{done.stderr[-2000:]}")
         runs[fast] = json.loads(done.stdout)
-    for key, label in (("eager_step", "Eager step"), ("graph_first_call", "first Graph call (trace, optimise, "
-                                                      "compile, run)"), ("graph_later_call", "later Graph call")):
+    for key, label in (("eager_step", "Eager step"), ("graph_first_call", ("first Graph call (trace, optimise, "
+                                                      "compile, run)")), ("graph_later_call", "later Graph call")):
         a, b = runs["0"][key], runs["1"][key]
         rows.append(f"| {label} | {a['lines']} | {a['files']} | {b['lines']} | {b['files']} |")
     a, b = runs["0"]["files_that_run"], runs["1"]["files_that_run"]
@@ -280,7 +414,11 @@ def figure_gallery() -> str:
         return ("*No figures yet: `bash scripts/main.sh` (or `python examples/run_all.py`) draws them into "
                 "`imgs/`; build the site again afterwards.*")
     blocks = []
+    stems = [path.stem for path in figures]
     for path in figures:
         caption = CAPTIONS.get(path.stem, path.name)
-        blocks.append(f"### {path.stem.replace('_', ' ')}\n\n![{caption}](imgs/{path.name})\n\n*{caption}*")
+        title = path.stem.replace("_", " ")
+        if stems.count(path.stem) > 1:  # the same picture in two formats: say which
+            title += f" ({path.suffix[1:].upper()})"
+        blocks.append(f"### {title}\n\n![{caption}](imgs/{path.name})\n\n*{caption}*")
     return "\n\n".join(blocks)

@@ -3,8 +3,9 @@
 ``mkdocs build --strict`` (mkdocs.yml at the top of the repository) runs once, into a temporary folder, in
 a child process exactly as a user would run it; any warning (a broken link, a docstring that does not
 match its signature, a page missing from the navigation...) fails the build and so this test. The
-other tests read the built site: every notebook is a page with its stored outputs, the API reference
-documents what it should, and the docstrings' reStructuredText was turned into Markdown
+other tests read the built site: every notebook is a page with its stored outputs, no link of any page
+(notebooks included, whose links mkdocs does not check) leads nowhere, the API reference documents what it
+should and only the public API, and the docstrings' reStructuredText was turned into Markdown
 (docs/griffe_rst.py, tested directly at the end).
 
 Needs the ``docs`` extra (``pip install -e ".[docs]"``, which scripts/setup.sh installs); without
@@ -13,12 +14,19 @@ mkdocs the tests skip and say so.
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import json
 import os
 import re
 import subprocess
 import sys
+import types
+from collections.abc import Callable
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
 
@@ -55,6 +63,118 @@ def build_site(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     return build_site(tmp_path_factory)
+
+
+# ------------------------------------------------------------------------- links (shared with the browser test)
+
+
+class PageLinks(HTMLParser):
+    """What one HTML page links to (``a``/``link`` href, ``img``/``script``/``source``/``iframe`` src) and
+    the anchors it offers (every ``id``, and ``a name``)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.links: list[tuple[str, str]] = []   # (tag, address as written)
+        self.anchors: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.anchors.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.anchors.add(attrs["name"])
+        key = {"a": "href", "link": "href", "img": "src", "script": "src", "source": "src", "iframe": "src"}.get(tag)
+        if key and attrs.get(key):
+            self.links.append((tag, attrs[key]))
+
+
+def crawl(start: str, fetch: Callable[[str], tuple[int, str, str]]) -> tuple[list[str], list[str]]:
+    """Follow every link of the site from ``start`` (an absolute ``http://`` or ``file:`` address of its
+    home page, ending in ``/``), as a reader could, and check each one: the file exists, and the anchor
+    (``#...``) is on the page it names. ``fetch(url)`` returns (HTTP status, content type, text).
+
+    Returns (the pages read, the problems: "page: <tag> address -> what is wrong"). Addresses outside the
+    site (another host, ``mailto:``, ``data:``) are not followed."""
+    pages: dict[str, PageLinks | None] = {}
+    statuses: dict[str, int] = {}
+    queue, problems = [start], []
+
+    def read(url: str) -> PageLinks | None:
+        if url not in statuses:
+            status, kind, text = fetch(url)
+            statuses[url] = status
+            if status == 200 and "html" in kind:
+                parsed = PageLinks()
+                parsed.feed(text)
+                pages[url] = parsed
+                queue.append(url)
+        return pages.get(url)
+
+    read(start)
+    seen = set()
+    while queue:
+        page = queue.pop()
+        if page in seen:
+            continue
+        seen.add(page)
+        for tag, address in pages[page].links:
+            if address.startswith(("mailto:", "data:", "javascript:", "blob:")):
+                continue
+            url = urljoin(page, address)
+            if not url.startswith(start):
+                continue                                  # off the site (the repository, MkDocs...)
+            parts = urlsplit(url)
+            target = parts._replace(fragment="", query="").geturl()
+            if start.startswith("file:") and target.endswith("/"):
+                target += "index.html"                    # what a web server answers for a folder
+            linked = read(target)
+            where = f"{page[len(start):] or 'index'}: <{tag}> {address}"
+            if statuses[target] != 200:
+                problems.append(f"{where} -> HTTP {statuses[target]}")
+            elif parts.fragment and linked is not None and unquote(parts.fragment) not in linked.anchors:
+                problems.append(f"{where} -> no #{unquote(parts.fragment)} on that page")
+    return sorted(seen), problems
+
+
+def file_fetch(url: str) -> tuple[int, str, str]:
+    """``crawl``'s fetch for a site on disk (``file:`` addresses): 404 for a missing file."""
+    path = Path(unquote(urlsplit(url).path))
+    if path.is_dir():
+        path = path / "index.html"
+    if not path.is_file():
+        return 404, "", ""
+    kind = "text/html" if path.suffix == ".html" else "other"
+    return 200, kind, path.read_text(encoding="utf-8") if kind == "text/html" else ""
+
+
+def test_no_link_of_the_site_leads_nowhere(site):
+    """Every page a reader can reach from the home page, and every link, picture and script on it: the file
+    is in the site and the anchor is on its page. mkdocs --strict checks the links of Markdown pages; this
+    also checks what it does not see: the notebooks' own links (``[notebook 5](05_compiler_passes.ipynb)``
+    becomes ``../05_compiler_passes/`` in docs/hooks.py), the navigation's table of contents of a notebook
+    (which names its headings as nbconvert does), and the links the theme and mkdocstrings write."""
+    pages, problems = crawl(site.as_uri() + "/", file_fetch)
+    assert not problems, f"{len(problems)} broken links:\n" + "\n".join(problems)
+    notebook_pages = [p for p in pages if "/notebooks/" in p and p.endswith("/index.html") and
+                      not p.endswith("/notebooks/index.html")]
+    assert len(notebook_pages) == len(NOTEBOOKS), "the crawl did not reach every notebook's page"
+    assert any("/api/graph/" in p for p in pages) and any("/figures/" in p for p in pages)
+
+
+def test_a_link_between_notebooks_opens_the_other_notebooks_page(site):
+    html = page(site, "notebooks/08_nn_graph_advanced")
+    article = html[html.index("<article"):]
+    assert 'href="../05_compiler_passes/"' in article          # written 05_compiler_passes.ipynb in the notebook
+    assert 'href="05_compiler_passes.ipynb"' not in article
+
+
+def test_notebook_pages_show_no_cell_tags_and_no_table_of_contents_on_the_right(site):
+    for notebook in NOTEBOOKS:
+        html = page(site, f"notebooks/{notebook.stem}")
+        assert "celltoolbar" not in html.split("</style>")[-1], f"{notebook.name}: a row of cell tags is shown"
+        assert re.search(r'data-md-type="toc"\s+hidden', html), f"{notebook.name}: the table of contents takes a column"
+        assert "md-nav--integrated" in html, f"{notebook.name}: its sections are not listed in the navigation"
+    assert "md-nav--integrated" in page(site, "figures") and "md-nav--integrated" not in page(site, "")
 
 
 def page(site: Path, path: str) -> str:
@@ -167,13 +287,101 @@ def test_figures_page_shows_every_figure(site):
     ("api/optim", ["toynet.optim.sgd.SGD", "toynet.optim.adam.Adam", "toynet.optim.lr_scheduler.StepLR"]),
     ("api/nn", ["toynet.nn.module.Module", "toynet.nn.modules.layers.Linear",
                 "toynet.nn.modules.layers.CrossEntropyLoss"]),
-    ("api/viz", ["toynet.viz.draw", "toynet.viz.rendering.to_svg", "toynet.viz.recording.record"]),
+    ("api/viz", ["toynet.viz.draw", "toynet.viz.to_svg", "toynet.viz.record"]),
     ("api/serialization", ["toynet.serialization.save", "toynet.serialization.load"]),
 ])
 def test_api_reference_documents(site, path, objects):
     html = page(site, path)
     for name in objects:
         assert f'id="{name}"' in html, f"{path} does not document {name}"
+
+
+#: The public namespaces of toynet: what ``import toynet as flow`` reaches as ``flow.<name>``, ``flow.nn.<name>``...
+PUBLIC_NAMESPACES = ("toynet", "toynet.nn", "toynet.nn.functional", "toynet.nn.init", "toynet.nn.utils",
+                     "toynet.nn.graph", "toynet.optim", "toynet.optim.lr_scheduler", "toynet.amp", "toynet.autograd",
+                     "toynet.utils.data", "toynet.vision", "toynet.vision.datasets", "toynet.vision.transforms",
+                     "toynet.vision.models", "toynet.text", "toynet.viz", "toynet.serialization")
+#: Public too, though no namespace names them: what a user holds or subclasses without importing it.
+ALSO_PUBLIC = {
+    "toynet.nn.graph_config.GraphConfig": "graph.config, whose methods a graph's __init__ calls",
+    "toynet.dynamic.tensor_methods.TensorMethods": "methods of Tensor (x.reshape...), attached on import",
+    "toynet.dynamic.tensor_data.TensorDataMethods": "methods of Tensor (x.numpy...), attached on import",
+    "toynet.dynamic.tensor_maths.TensorMaths": "methods of Tensor (x.sin...), attached on import",
+    "toynet.optim.lr_scheduler_base.LRScheduler": "the base class of every scheduler, to subclass",
+    "toynet.vision.fake_cifar.find_or_make_cifar10": "the stand-in CIFAR-10 of notebook 6 and the examples",
+    "toynet.vision.fake_cifar.make_cifar10": "the stand-in CIFAR-10 of notebook 6 and the examples",
+    "toynet.vision.mnist_fake.find_or_make_mnist": "the stand-in MNIST of the examples",
+    "toynet.vision.mnist_fake.make_mnist": "the stand-in MNIST of the examples",
+}
+#: The API pages of the user API (static.md and ops.md document the design underneath, internals included).
+USER_API_PAGES = ("api/toynet", "api/autograd", "api/nn", "api/graph", "api/optim", "api/data", "api/serialization",
+                  "api/viz")
+
+
+def _exported(module: types.ModuleType) -> list[str]:
+    """A namespace's public names: its ``__all__``; else, for a package, every name it imports or defines
+    without an underscore; else the names it defines and those it imports to re-export (``# noqa: F401``)."""
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    names = [n for n, v in vars(module).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)]
+    if hasattr(module, "__path__"):
+        return names
+    source = inspect.getsource(module)
+    lines, kept = source.splitlines(), set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            kept.add(node.name)
+        elif isinstance(node, ast.Assign):
+            kept |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            kept.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom) and "F401" in "\n".join(lines[node.lineno - 1:node.end_lineno]):
+            kept |= {alias.asname or alias.name for alias in node.names}
+    return [n for n in names if n in kept]
+
+
+def public_api() -> set[str]:
+    """Every dotted name of toynet's public API, under each name it has: the namespace's (``toynet.viz.draw``)
+    and where it is defined (``toynet.dynamic.creation.randn`` for ``toynet.randn``); also every name a
+    module lists in its own ``__all__``, and ALSO_PUBLIC."""
+    public, objects = set(ALSO_PUBLIC), []
+    for namespace in PUBLIC_NAMESPACES:
+        module = importlib.import_module(namespace)
+        public |= {namespace, module.__name__}
+        for name in _exported(module):
+            obj = getattr(module, name, None)
+            public |= {f"{namespace}.{name}", f"{module.__name__}.{name}"}
+            if getattr(obj, "__module__", None) and getattr(obj, "__qualname__", None):
+                public.add(f"{obj.__module__}.{obj.__qualname__}")
+            if not isinstance(obj, (types.ModuleType, int, float, str, bool, type(None), tuple)):
+                objects.append(obj)
+    modules = {name: m for name, m in list(sys.modules.items()) if name.startswith("toynet.") and m is not None}
+    for name, module in modules.items():
+        public |= {f"{name}.{n}" for n in getattr(module, "__all__", None) or ()}
+        for attr, value in list(vars(module).items()):   # a constant or an instance, where it was defined
+            if not attr.startswith("_") and any(value is obj for obj in objects):
+                public.add(f"{name}.{attr}")
+    return public
+
+
+_API_HEADING = re.compile(r'<h[1-6] id="(toynet[^"]*)" class="doc doc-heading">\s*'
+                          r'<code class="doc-symbol doc-symbol-heading doc-symbol-(\w+)">')
+
+
+@pytest.mark.parametrize("path", USER_API_PAGES)
+def test_api_pages_list_the_public_api_only(site, path):
+    """A class, function or constant the page lists is public: a namespace of toynet offers it, or its module's
+    ``__all__`` names it (docs/hooks.py lists a module's ``__all__`` when it has one). Internal modules may
+    stay as their docstring alone (``members: false``), to say what they do; a public class lists its
+    methods and attributes (never ``_private`` ones: mkdocs.yml's filters)."""
+    kinds = dict(_API_HEADING.findall(page(site, path)))
+    assert kinds, f"{path}: no documented object found (has mkdocstrings' HTML changed?)"
+    public = public_api()
+    listed = [name for name, kind in kinds.items() if kind != "module" and kinds.get(name.rsplit(".", 1)[0]) != "class"]
+    internal = [name for name in listed if name not in public]
+    assert not internal, f"{path} lists internals: {internal}"
+    private = [name for name in kinds if name.rsplit(".", 1)[-1].startswith("_")]
+    assert not private, f"{path} lists private or special names: {private}"
 
 
 def test_api_pages_hold_no_raw_restructuredtext(site):
@@ -205,9 +413,21 @@ def test_relative_roles_resolve_from_the_package():
     assert 'identifier="toynet.static.ir.Graph"' in out
 
 
-def test_doctests_are_fenced_and_literal_markers_dropped():
+def test_doctests_and_literal_blocks_are_fenced_for_highlighting():
     out = griffe_rst.convert("Example::\n\n    x = 1\n\n>>> 1 + 1\n2\n\nafter", ("m", "m"))
-    assert out.split("\n") == ["Example:", "", "    x = 1", "", "```pycon", ">>> 1 + 1", "2", "```", "", "after"]
+    assert out.split("\n") == ["Example:", "", "```python", "x = 1", "```", "", "```pycon", ">>> 1 + 1", "2", "```",
+                                "", "after"]
+    printout = griffe_rst.convert("It prints::\n\n    (GRAPH:g): (\n      (MODULE:m))\n\nthen", ("m", "m"))
+    assert printout.split("\n") == ["It prints:", "", "```text", "(GRAPH:g): (", "  (MODULE:m))", "```", "", "then"]
+    nested = griffe_rst.convert("Args:\n    x: say::\n\n            >>> f(1)\n            2\n", ("m", "m"))
+    assert nested.split("\n")[1:5] == ["    x: say:", "", "    ```pycon", "    >>> f(1)"]
+
+
+def test_api_examples_are_highlighted(site):
+    """nn.Graph's module docstring shows its example as a literal block (``::``): highlighted Python."""
+    html = page(site, "api/graph")
+    example = html[html.index("call the object"):][:3000]
+    assert '<span class="k">class</span>' in example and '<span class="nc">LinearTrainGraph</span>' in example
 
 
 def test_simple_tables_are_preformatted():

@@ -10,8 +10,18 @@ On the home page, the notebooks' pages, the figures and two API pages it checks 
 * every picture loaded with a non-zero size, and a shrunk one opens at full size on a click;
 * the console shows no error (a font missing offline would be forgiven; the theme uses system fonts).
 
-Screenshots of the home page, notebook 2 and the nn.Graph API page go to ``$TOYNET_SHOTS`` (default
-``/tmp/site-shots``), to be looked at.
+And that a notebook reads as well as in JupyterLab, on a laptop and on a phone:
+
+* at 1280x800, every notebook page gives its cells a column at least 900 px wide (no table of contents on
+  the right: its sections are in the navigation), so that printed graphs and pictures need not shrink;
+* at 390x844, a phone, cell output (and code) uses at least 85% of the screen's width: no In/Out gutter;
+* no cell tags are shown (the tests' ``numbers-...`` tags, as a row of pills);
+* no link leads nowhere: a crawl from the home page, over HTTP, of every page a reader can reach, with every
+  link, anchor, picture and script on it;
+* the Figures page shows each animation at 90% of its own size or more.
+
+Screenshots of the home page, notebook 2, the nn.Graph API page, notebook 4 at 1280x800 and 390x844 and the
+Figures page go to ``$TOYNET_SHOTS`` (default ``/tmp/site-shots``), to be looked at.
 
 Needs Chromium (Debian's ``chromium``, which scripts/setup.sh installs) and Playwright (the test extra). A
 missing browser fails the test and says how to install it: the README's test command installs both.
@@ -25,12 +35,14 @@ import json
 import os
 import shutil
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlparse
 
 import pytest
-from test_docs import NOTEBOOKS, build_site
+from test_docs import NOTEBOOKS, build_site, crawl
 
 SHOTS = Path(os.environ.get("TOYNET_SHOTS", "/tmp/site-shots"))
 #: Pages to read: the home page, the lists, every notebook, and two API pages.
@@ -99,9 +111,9 @@ def browser():
 class Reader:
     """A tab that refuses every request off the local server and keeps the console's errors."""
 
-    def __init__(self, browser, server: str):
+    def __init__(self, browser, server: str, width: int = 1280, height: int = 900):
         self.server = server
-        self.tab = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.tab = browser.new_page(viewport={"width": width, "height": height})
         self.errors: list[str] = []
         self.outside: list[str] = []
         self.tab.on("console", self._console)
@@ -138,6 +150,22 @@ class Reader:
 @pytest.fixture
 def reader(browser, server):
     r = Reader(browser, server)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def laptop(browser, server):
+    """A tab of a 1280x800 laptop screen."""
+    r = Reader(browser, server, 1280, 800)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def phone(browser, server):
+    """A tab of a 390x844 phone screen."""
+    r = Reader(browser, server, 390, 844)
     yield r
     r.close()
 
@@ -302,3 +330,108 @@ def test_a_notebook_downloads_from_its_page(reader):
     tab.locator(".toynet-notebook-bar").get_by_text("Run it locally").click()
     tab.wait_for_url("**/notebooks/#run-it-locally")
     assert "jupyter lab notebooks/" in tab.locator("article").inner_text()
+
+
+# ------------------------------------------------------------------------- reading notebooks: laptop and phone
+
+# The widths a reader gets: the cells' column, each output and code block against the screen, and any cell
+# tag left visible.
+MEASURE_CELLS = r"""() => {
+  const shown = (el) => !!el.offsetParent && el.getBoundingClientRect().width > 0;
+  const width = (el) => el.getBoundingClientRect().width;
+  const cells = [...document.querySelectorAll("article .jp-Cell")].filter(shown);
+  const blocks = [...document.querySelectorAll("article .jp-OutputArea-output, article .jp-InputArea-editor")]
+    .filter(shown);
+  const narrowest = blocks.reduce((a, b) => (width(a) <= width(b) ? a : b), blocks[0]);
+  return {
+    screen: innerWidth,
+    cells: cells.length,
+    column: cells.length ? Math.min(...cells.map(width)) : 0,
+    narrowest: narrowest ? width(narrowest) : 0,
+    narrowestText: narrowest ? narrowest.textContent.trim().slice(0, 60) : "",
+    tags: [...document.querySelectorAll(".celltoolbar, .cell-tag, .tags_button_container")].filter(shown).length,
+  };
+}"""
+
+#: What the checks below measured, page by page (printed with -s, for the record).
+MEASURED: dict[str, dict] = {}
+
+
+@pytest.mark.parametrize("notebook", [nb.stem for nb in NOTEBOOKS])
+def test_a_notebook_gets_a_wide_column_on_a_laptop(laptop, notebook):
+    """At 1280x800 the cells get 900 px or more (748 px when the table of contents took a column of its own),
+    and no tag is shown."""
+    tab = laptop.open(f"notebooks/{notebook}/")
+    if notebook == "04_inside_nn_graph":
+        shoot(tab, "notebook-04-1280x800.png")
+    page = tab.evaluate(MEASURE_CELLS)
+    MEASURED[f"{notebook} at 1280x800"] = page
+    print(f"{notebook} at 1280x800: the cells' column is {page['column']:.0f} px")
+    assert page["cells"] > 0, f"{notebook}: no cell found"
+    assert page["column"] >= 900, f"{notebook}: the cells' column is {page['column']:.0f} px wide at 1280 px, under 900"
+    assert page["tags"] == 0, f"{notebook}: {page['tags']} cell tags are shown"
+    assert not laptop.problems(), "\n".join(laptop.problems())
+
+
+@pytest.mark.parametrize("notebook", [nb.stem for nb in NOTEBOOKS])
+def test_a_notebook_uses_a_phones_width(phone, notebook):
+    """At 390x844 every output and code block is at least 85% of the screen's width (the In/Out gutter left
+    them 62%), and no tag is shown."""
+    tab = phone.open(f"notebooks/{notebook}/")
+    if notebook == "04_inside_nn_graph":
+        tab.evaluate("""() => document.querySelectorAll("article .jp-OutputArea-output")[3]
+            .scrollIntoView({block: "center"})""")
+        shoot(tab, "notebook-04-390x844.png")
+    page = tab.evaluate(MEASURE_CELLS)
+    share = page["narrowest"] / page["screen"]
+    MEASURED[f"{notebook} at 390x844"] = page
+    print(f"{notebook} at 390x844: the narrowest output or code block is {page['narrowest']:.0f} px, {share:.0%}")
+    assert page["cells"] > 0, f"{notebook}: no cell found"
+    assert share >= 0.85, (f"{notebook}: a block is {page['narrowest']:.0f} px wide on a {page['screen']} px screen "
+                           f"({share:.0%}, under 85%): {page['narrowestText']!r}")
+    assert page["tags"] == 0, f"{notebook}: {page['tags']} cell tags are shown"
+
+
+def http_fetch(url: str) -> tuple[int, str, str]:
+    """``crawl``'s fetch over HTTP, from the local server."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            kind = response.headers.get("Content-Type", "")
+            body = response.read()
+            return response.status, kind, body.decode("utf-8", "replace") if "html" in kind else ""
+    except urllib.error.HTTPError as error:
+        return error.code, "", ""
+
+
+def test_no_link_leads_nowhere_on_the_served_site(server):
+    """Every page reachable from the home page, and every link, anchor, picture and script on it, as served."""
+    pages, problems = crawl(server, http_fetch)
+    assert not problems, f"{len(problems)} broken links:\n" + "\n".join(problems)
+    assert sum(1 for p in pages if "/notebooks/" in p and not p.endswith("/notebooks/")) >= len(NOTEBOOKS)
+    print(f"{len(pages)} pages crawled, no broken link")
+
+
+# Every animation of a page (a GIF) and the size it is shown at, beside its own.
+MEASURE_ANIMATIONS = r"""() => [...document.querySelectorAll("article img")]
+  .filter((img) => /\.gif($|\?)/i.test(img.getAttribute("src") || ""))
+  .map((img) => ({src: img.getAttribute("src"), natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
+                  column: img.parentElement.getBoundingClientRect().width}))"""
+
+
+def test_figures_page_shows_animations_near_their_own_size(laptop):
+    """An animation shrunk to fit the column loses its text: at 1280x800 the Figures page (as wide as a notebook
+    page) shows every GIF at 90% of its own width or more. (The text it draws is at least
+    toynet.viz.rendering.MIN_TEXT_PX = 11 px tall at the GIF's own size; it is shown at that size times the
+    share measured here.)"""
+    tab = laptop.open("figures/")
+    shoot(tab, "figures-1280x800.png")
+    animations = tab.evaluate(MEASURE_ANIMATIONS)
+    MEASURED["figures at 1280x800"] = {"animations": animations}
+    assert animations, "the Figures page shows no animation"
+    for gif in animations:
+        print(f"figures: {gif['src']} shown {gif['shown']:.0f} px of its {gif['natural']} px "
+              f"({gif['shown'] / gif['natural']:.0%}), in a {gif['column']:.0f} px column")
+    small = [g for g in animations if g["shown"] < 0.9 * g["natural"]]
+    assert not small, "animations shown under 90% of their own size (their text shrinks with them): " + "; ".join(
+        f"{g['src']} at {g['shown']:.0f} of {g['natural']} px ({g['shown'] / g['natural']:.0%}), the column is "
+        f"{g['column']:.0f} px" for g in small)
