@@ -28,11 +28,12 @@ from ..utils.download import ALREADY_THERE, check_integrity, download_url
 from ..utils.unpack import download_and_extract_archive
 from .cifar_archive import MEMBER_CAPS, STREAM_CAP, read_archive, read_file
 from .cifar_pickle import PickledArray, read_pickle
+from .digits import Digits  # noqa: F401  (the handwritten digits that ship with toynet)
 from .mnist import MNIST, FashionMNIST, read_idx  # noqa: F401  (datasets.MNIST, as in torchvision)
 from .pickle_machine import DatasetFormatError
 from .vision_dataset import VisionDataset
 
-__all__ = ["CIFAR10", "MNIST", "FashionMNIST", "DatasetFormatError", "read_batch", "read_meta",
+__all__ = ["CIFAR10", "Digits", "MNIST", "FashionMNIST", "DatasetFormatError", "read_batch", "read_meta",
            "load_restricted_pickle", "read_idx"]
 
 ROW = 3072  # 32 x 32 pixels x 3 colours

@@ -25,6 +25,8 @@ from ..backend import host  # image files are host data
 from .pickle_machine import DatasetFormatError
 from .vision_dataset import VisionDataset
 
+__all__ = ["Digits", "read_digits", "split"]
+
 #: The file in the package, and the caps a reader checks before it parses anything.
 DIGITS_FILE = os.path.join(os.path.dirname(__file__), "data", "digits.csv.gz")
 MAX_COMPRESSED_BYTES, MAX_TEXT_BYTES = 1 << 20, 4 << 20
