@@ -3,10 +3,12 @@ pass before/after pictures, recordings (frames, GIF, player), rendering and the 
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import itertools
 import linecache
+import pathlib
 import re
 import shutil
 import sys
@@ -530,8 +532,10 @@ def test_nn_graph_depth_folds_modules_into_boxes():
     ids = entry_ids(graph)
     box = label_lines(nodes[ids["model"]])
     forward_ops = [n for n in graph.ir.nodes if n.kind == "op" and n.phase == "forward" and n.scope.startswith("model")]
-    assert box[:2] == ["model", "_Model()"] and box[2].startswith(f"{len(forward_ops)} ops: ")
-    assert box[3] == "4 parameters" and nodes[ids["model"]]["shape"] == "box3d"
+    # The box says its module and the layers it runs, read from its ops; the tooltip counts ops and state.
+    assert box == ["model: _Model", "linear 3->4, ReLU", "linear 4->1"] and nodes[ids["model"]]["shape"] == "box3d"
+    tooltip = nodes[ids["model"]]["tooltip"].split("\\n")
+    assert tooltip[1].startswith(f"{len(forward_ops)} ops: ") and tooltip[2] == "4 parameters"
     assert {"model (backward)", "model (update)"} <= {label_lines(a)[0] for a in nodes.values()}
     assert not any(name.startswith("cluster_forward_m") for name in clusters)
     updated = {h for _, h, a in parse_dot(source)[1] if a.get("label") == "update"}
@@ -608,9 +612,10 @@ def test_renamed_by_passes_follows_names_through_every_pass():
 
 def test_the_module_drawing_docstring_example_runs():
     import doctest
+    import importlib
 
-    from toynet.viz import draw_module
-
+    # (the module, not the function flow.viz.draw_module that shares its name, as draw_pass does)
+    draw_module = importlib.import_module("toynet.viz.draw_module")
     assert doctest.testmod(draw_module).failed == 0
 
 
@@ -630,9 +635,90 @@ def test_mobilenet_graph_is_folded_by_block_and_keeps_the_printed_entries(mobile
     nodes, _, _ = parse_dot(source)
     assert len(nodes) - 1 <= viz.MODULE_MAX_NODES and "(depth=3)" in source
     labels = [label_lines(a) for a in nodes.values()]
-    assert ["model.features.1", "InvertedResidual()"] in [lines[:2] for lines in labels]
+    assert ["model.features.1: InvertedResidual", "dwconv 3x3 32, BN, ReLU6", "conv 1x1 32->16, BN"] in labels
     assert any(lines[0] == "model.features.1 (backward)" for lines in labels)
     assert "show_saved=True" in source  # the saved-value edges of a big graph are left out, and it says so
+
+
+def test_module_boxes_say_the_layers_not_op_counts(mobilenet_graph):
+    """MobileNetV2 collapsed to its blocks: each box says its convolutions, BatchNorms and activations (read from
+    the ops and their attributes), not "reshape x291"; the op counts go to the tooltip."""
+    source = viz.draw_module(mobilenet_graph, forward_only=True).source  # depth="blocks": model.features.*
+    nodes, _, clusters = parse_dot(source)
+    boxes = {label_lines(a)[0]: label_lines(a)[1:] for a in nodes.values() if a.get("shape") == "box3d"}
+    assert len([b for b in boxes if b.startswith("model.features.")]) == 19
+    assert boxes["model.features.0: ConvBNActivation"] == ["conv 3x3 s2 3->32, BN, ReLU6"]
+    assert boxes["model.features.2: InvertedResidual"] == [
+        "conv 1x1 16->96, BN, ReLU6", "dwconv 3x3 s2 96, BN, ReLU6", "conv 1x1 96->24, BN"]
+    assert boxes["model.features.3: InvertedResidual"][-1] == "+ residual"  # x + conv(x): same shape, no stride
+    assert boxes["model.features.18: ConvBNActivation"] == ["conv 1x1 320->1280, BN, ReLU6"]
+    assert boxes["model.classifier.1: Linear"] == ["linear 1280->1000"]
+    assert boxes["model.classifer.1: Linear"] == ["(not called)"]  # the tutorial's typo: a head never called
+    text = "\n".join(line for lines in boxes.values() for line in lines)
+    assert "conv 3x3" in text and not re.search(r"\b(reshape|getitem|batch_norm_stats) x\d", text)
+    assert not re.search(r"\w x\d", text)  # no op counts at all in the labels...
+    box = next(a for a in nodes.values() if label_lines(a)[0] == "model.features.2: InvertedResidual")
+    assert re.search(r"\d+ ops: .*conv2d(_fused)? x3", box["tooltip"]) and "(MODULE:model.features.2:" in box["tooltip"]
+    assert not any("backward" in a.get("label", "") for a in clusters.values())  # forward_only
+    # depth="blocks" is one level below the biggest Sequential; depth=3 is the same picture
+    assert viz.draw_module.__module__ == "toynet.viz" and viz.draw(mobilenet_graph, depth=3,
+                                                                 forward_only=True).source == source
+    features = label_lines(next(a for a in parse_dot(viz.draw(mobilenet_graph, depth=2, forward_only=True).source)[0]
+                                .values() if label_lines(a)[0] == "model.features: Sequential"))
+    assert features == ["model.features: Sequential", "149 layers:", "35 conv, 52 BN, 35 ReLU6, 17 dwconv,",
+                        "10 residual"]  # 19 blocks in one box: their layers by kind
+    from toynet.viz.draw_module import blocks_depth
+    assert blocks_depth(mobilenet_graph.outline()) == 3 and blocks_depth(_train_graph().outline()) is None
+
+
+def test_draw_module_expanded_one_module_and_errors(mobilenet_graph):
+    block = viz.draw_module(mobilenet_graph, depth=None, forward_only=True, module="model.features.3").source
+    nodes, _, clusters = parse_dot(block)
+    names = [label_lines(a)[0] for a in nodes.values()]
+    assert sum(n.startswith("conv2d") for n in names) == 3 and "add" in names  # (the fast path: conv2d_fused)
+    assert any(n.startswith("conv2d") and "groups=144" in n for n in names)  # the depthwise one
+    assert not any("model.features.4" in a.get("label", "") for a in clusters.values())
+    assert "Only model.features.3" in block
+    with pytest.raises(ValueError, match="drawn as a box"):
+        viz.draw_module(mobilenet_graph, depth=3, module="model.features.3")
+    with pytest.raises(ValueError, match="not a module"):
+        viz.draw_module(mobilenet_graph, module="model.nothing")
+    with pytest.raises(TypeError, match="put it in an nn.Graph"):
+        viz.draw_module(mobilenet_graph.model)
+    with pytest.raises(ValueError, match="blocks"):
+        viz.draw(tiny_training_graph(), depth="blocks")
+
+
+def test_layer_lines_of_convolutions_linear_maps_and_unknown_ops():
+    from toynet.viz.module_summary import layer_lines
+
+    class Net(flow.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = flow.nn.Conv2d(4, 8, 3, stride=2, padding=1, groups=2)
+            self.pool = flow.nn.MaxPool2d(2)
+            self.fc = flow.nn.Linear(8, 5)
+
+        def forward(self, x):
+            y = self.pool(flow.sigmoid(self.conv(x)))
+            return self.fc(y.reshape(y.shape[0], -1))
+
+    class Infer(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.net = Net()
+
+        def build(self, x):
+            return self.net(x)
+
+    graph = Infer()
+    graph(flow.randn(2, 4, 4, 4))
+    ops = [n for n in graph.ir.nodes if n.kind == "op" and n.phase == "forward"]
+    assert layer_lines(ops) == ["conv 3x3 s2 g2 4->8, sigmoid", "maxpool 2x2 s2", "linear 8->5"]
+    assert layer_lines([n for n in ops if n.op_name == "reshape"]) == ["reshape"]  # no layer: what the ops are
+    conv, pool = ([n for n in ops if n.op_name == name] for name in ("conv2d", "max_pool2d"))
+    assert layer_lines(conv * 9, max_lines=3) == ["conv 3x3 s2 g2 4->8  x9"]  # repeated lines are counted
+    assert layer_lines((conv + pool) * 4, max_lines=3) == ["8 layers:", "4 conv, 4 maxpool"]  # too many: by kind
 
 
 @needs_dot
@@ -796,6 +882,12 @@ def test_follow_keeps_the_new_nodes_in_a_window_that_fits():
     assert viz.frames.follow(whole, (100, 200), None, window) == window  # nothing new: stay
     lr = viz.frames.follow((0.0, 0.0, 1000.0, 50.0), (200, 50), (400, 0, 440, 50), rankdir="LR")
     assert lr[2] == 440 + viz.frames.MARGIN  # left to right: the new nodes at the right edge
+    # New nodes longer than the window: where they start (their top; across the ranks, their left end)
+    assert viz.frames.follow(whole, (100, 200), (40, 300, 60, 700)) == (0, 700 + viz.frames.MARGIN - 200, 100,
+                                                                        700 + viz.frames.MARGIN)
+    wide = viz.frames.follow((0.0, 0.0, 1000.0, 1000.0), (200, 1000), (100, 0, 900, 50))
+    assert wide[0] == 100 - viz.frames.MARGIN and wide[2] - wide[0] == 200
+    assert viz.frames.follow((0.0, 0.0, 1000.0, 50.0), (200, 50), (100, 0, 900, 50), rankdir="LR")[0] == 92
 
 
 @needs_dot
@@ -821,25 +913,116 @@ def test_gif_text_is_legible_at_its_size(tmp_path):
     from PIL import Image
 
     rec = _record_seed()
-    band = viz.gif.CAPTION_LINES * (viz.gif.CAPTION_PX + 4) + 12
     whole = rec.frames[-1].window()
-    tall = whole[3] - whole[1]
     smallest = rec.frames[-1].extent.smallest_text
-    for max_size in (1600, 600, 300):  # 1600: the whole graph at 96 dpi; 600 and 300 would shrink it
-        path = rec.to_gif(str(tmp_path / f"build{max_size}.gif"), max_size=max_size)
-        views = viz.gif._views(rec.frames, max_size, 11)
+    for width, height in ((900, 620), (600, 400), (900, 2000)):
+        shape = viz.gif.geometry(rec.frames, width, height)
+        path = rec.to_gif(str(tmp_path / f"build{width}x{height}.gif"), width=width, height=height)
         with Image.open(path) as gif:
-            picture = gif.size[1] - band
-            window = views[0][1]
-            scale = picture / (window[3] - window[1])
-            assert smallest * scale >= 11 * 0.995, max_size  # text px = points x pixels a point
-            assert picture <= max(max_size, 0) + 1
-        if max_size == 1600:
-            assert picture == pytest.approx(tall * 96 / 72, abs=1)  # fits: dot's 96 dpi, whole graph
-        else:  # too big at 11 px text: a window that follows the new nodes, the last step's at the bottom
-            assert views[0][1] != views[-1][1] and views[-1][1][1] == pytest.approx(whole[1])
-            loss = rec.frames[-1].extent.nodes[rec.frames[-1].added[-1]]
-            assert views[-1][1][1] <= loss[1] and loss[3] <= views[-1][1][3]
+            sizes = set()
+            for i in range(gif.n_frames):
+                gif.seek(i)
+                sizes.add(gif.size)
+        assert sizes == {shape.size} and shape.size[0] <= width and shape.size[1] <= height
+        assert smallest * shape.scale >= 11 * 0.995 and shape.text_px(900) >= 11 * 0.995  # text px = pt x px/pt
+        assert shape.log is None and shape.graph[3] == shape.size[1]  # no log: the graph fills the frame
+        views = viz.gif._views(rec.frames, shape)
+        if height == 2000:  # room for all: the whole graph at dot's 96 dpi, no window to follow
+            assert not shape.follows and shape.scale == pytest.approx(96 / 72, abs=1e-3)
+            assert all(window == whole for _, window in views)
+            assert shape.graph[3] - shape.graph[1] == pytest.approx((whole[3] - whole[1]) * shape.scale, abs=1)
+        else:  # too tall at 11 px text: a window that follows the new nodes, the last step's at the bottom
+            assert shape.follows and shape.scale == pytest.approx(11 / 9, abs=1e-3)
+            assert views[0][1] != views[-1][1]
+            focus, window = rec.frames[-1].focus(), views[-1][1]
+            if focus[3] - focus[1] + 2 * viz.frames.MARGIN <= shape.window[1]:  # the new nodes fit: at the bottom
+                loss = rec.frames[-1].extent.nodes[rec.frames[-1].added[-1]]
+                assert window[1] == pytest.approx(whole[1]) and window[1] <= loss[1] and loss[3] <= window[3]
+            else:  # they do not: where they start, joining what was there
+                assert window[3] == pytest.approx(focus[3] + viz.frames.MARGIN, abs=1)
+    with pytest.raises(ValueError, match="no room"):
+        viz.gif.geometry(rec.frames, 300, 90)
+
+
+def _record_graph_build(level=1):
+    graph = _train_graph()
+    graph.debug(level)
+    with contextlib.redirect_stdout(io.StringIO()), viz.record() as rec:
+        graph(flow.randn(8, 3), flow.randn(8, 1))
+    return rec
+
+
+@needs_dot
+def test_graph_mode_gif_fits_a_laptop_with_the_log_beside_the_graph(tmp_path):
+    """A Graph-mode build: 900 x 620 frames, every frame the same; the graph panel left, the log's right, side
+    by side at the same height; every text at least 11 px when the GIF is shown 900 px wide (a docs column,
+    a notebook output); the window follows the new nodes, and a map shows where it is."""
+    from PIL import Image
+
+    rec = _record_graph_build()
+    shape = viz.gif.geometry(rec.frames)
+    assert shape.size == (viz.gif.FRAME_WIDTH, viz.gif.FRAME_HEIGHT) == (900, 620) and shape.size[1] <= 700
+    (gx0, gy0, gx1, gy1), (lx0, ly0, lx1, ly1) = shape.graph, shape.log
+    assert gx0 == 0 and gx1 <= lx0 and lx1 <= shape.size[0] and (gy0, gy1) == (ly0, ly1) == (shape.caption[3], 620)
+    assert lx1 - lx0 >= 360 and gx1 - gx0 >= 480  # room for 49 characters of log, and the graph
+    assert shape.log_px == viz.gif.LOG_FONT_PX >= 11 and shape.caption_px >= 11
+    assert rec.frames[-1].extent.smallest_text * shape.scale >= 11 * 0.995
+    assert shape.text_px(900) >= 11 * 0.995 and shape.text_px(600) < 11  # legible at 900 px, not much less
+    path = rec.to_gif(str(tmp_path / "build.gif"))
+    with Image.open(path) as gif:
+        assert gif.n_frames == len(rec.frames)
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            assert gif.size == shape.size
+            if i == 1:
+                frame2 = gif.convert("RGB")
+    # The still of step 2 is that frame of the GIF, in full colour; the log is beside the graph in it too.
+    still = rec.still(1)
+    assert still.format == "png" and still._repr_png_() == still.data and still._repr_html_() is None
+    picture = Image.open(io.BytesIO(still.data)).convert("RGB")
+    assert picture.size == shape.size and "step 2/" in still.alt
+    log_box = picture.crop(shape.log)
+    parameter = tuple(int(style.ROLES["PARAMETER"][0]["fillcolor"][i:i + 2], 16) for i in (1, 3, 5))
+    assert parameter in {c for _, c in log_box.getcolors(1 << 16)}  # model.fc1's PARAMETER lines, on their fill
+    difference = [abs(a - b) for a, b in zip(picture.crop(shape.graph).tobytes(), frame2.crop(shape.graph).tobytes())]
+    assert max(difference) <= 40 and sum(difference) / len(difference) < 2  # the GIF's palette, nothing more
+    if shape.follows:  # the map: the whole graph as boxes, the window outlined
+        window = tuple(int(viz.gif.MAP_COLOURS["window"][i:i + 2], 16) for i in (1, 3, 5))
+        assert window in {c for _, c in picture.crop(shape.graph).getcolors(1 << 16)}
+    plain = viz.gif.geometry(rec.frames, log=False)
+    assert plain.log is None and plain.size[0] == shape.size[0] - viz.gif.LOG_PX and plain.scale == shape.scale
+    # The notebook player: the log beside the picture too (one row that does not wrap), in 12 px text.
+    widgets = pytest.importorskip("ipywidgets")
+    player = rec.player()
+    body = player.children[2]
+    assert isinstance(body, widgets.HBox) and body.children == (player.picture, player.debug_log)
+    assert body.layout.flex_flow in (None, "row") and "font:12px" in player.debug_log.value
+
+
+@needs_dot
+def test_notebook_display_helpers(tmp_path):
+    rec = _record_seed()
+    shown = rec.gif(fps=2, alt="the graph of l")
+    assert shown.format == "gif" and shown.data.startswith(b"GIF8") and shown._repr_png_() is None
+    html_ = shown._repr_html_()
+    assert html_.startswith('<img src="data:image/gif;base64,') and 'alt="the graph of l"' in html_
+    path = rec.to_gif(str(tmp_path / "l.gif"), fps=2)
+    assert viz.show_gif(path).data == viz.show_gif(pathlib.Path(path).read_bytes()).data == shown.data
+    with pytest.raises(ValueError, match="GIF"):
+        viz.show_gif(rec.still(0).data)
+    *_, l = seed_example()
+    row = viz.side_by_side(viz.draw(l), rec.still(-1), shown, titles=("drawn", "still", "animated"))
+    page = row._repr_html_()
+    assert page.count("<div style='flex:0 0 auto'>") == 3 and "flex-wrap:nowrap" in page and "overflow-x:auto" in page
+    assert ">matmul<" in page and "data:image/png;base64," in page and "data:image/gif;base64," in page
+    assert [t in page for t in ("drawn", "still", "animated")] == [True] * 3 and "max-width:100%;" not in page
+    assert viz.show_image(viz.draw(l))._repr_svg_().startswith("<svg")
+    saved = rec.still(0).save(tmp_path / "still.png")
+    assert pathlib.Path(saved).read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="titles"):
+        viz.side_by_side(viz.draw(l), titles=("a", "b"))
+    with pytest.raises(TypeError, match="cannot show"):
+        viz.side_by_side(42)
 
 
 @needs_dot

@@ -30,11 +30,13 @@ from .model import Picture, neighbourhood
 def pass_picture(before: Graph, after: Graph, removed: Iterable[str] | None = None,
                  fused: Mapping[str, Iterable[str]] | None = None, folded: Iterable[str] = (),
                  merged: Mapping[str, str] | None = None, *, titles: tuple[str, str] = ("before", "after"),
-                 context: int | None = None, **options: Any) -> Picture:
+                 context: int | None = None, pass_name: str = "", notes: Iterable[str] = (), **options: Any) -> Picture:
     """The picture :func:`toynet.viz.draw_pass` draws (see the module docstring).
 
-    ``context=k`` keeps only the changed nodes and those within ``k`` edges of them (big graphs).
+    ``context=k`` keeps only the changed nodes and those within ``k`` edges of them (big graphs). The
+    caption's one summary line starts with ``pass_name`` (if given) and ends with the pass's ``notes``.
     """
+    summary_head = f"{pass_name}: " if pass_name else ""
     fused = {new: list(olds) for new, olds in (fused or {}).items()}
     merged = dict(merged or {})
     folded = list(folded)
@@ -88,7 +90,8 @@ def pass_picture(before: Graph, after: Graph, removed: Iterable[str] | None = No
             parts.append(f"{count} {what}")
     if fused:
         parts.append(f"{len(fused_away)} fused into {len(fused)}")
-    picture.notes.append(", ".join(parts))
+    parts += list(notes)
+    picture.notes.append(summary_head + ", ".join(parts))
     if context is not None:
         changed = {nid for nid, node in picture.nodes.items() if node.marks and node.marks != ("output",)}
         picture = neighbourhood(picture, changed, context)

@@ -136,11 +136,20 @@ def follow(whole: Box, size: tuple[float, float], focus: Box | None, previous: B
            rankdir: str = "TB") -> Box:
     """A ``size`` (points) window onto ``whole`` that shows ``focus``, kept inside ``whole``: along the
     ranks (``rankdir``) the focus sits at the end the graph grows towards, with what came before it in
-    view; across them it is centred. No focus: ``previous`` (or the start). Where ``whole`` fits, it is the window."""
-    def axis(lo: float, hi: float, length: float, f_lo: float, f_hi: float, towards: str) -> tuple[float, float]:
+    view; across them it is centred. A focus longer than the window shows where it starts, as one reads: its
+    top (or left) end, and the graph's top (left) edge with it if that is less than a quarter window away. No focus: ``previous`` (or the start). Where ``whole`` fits, it is the window."""
+    def axis(lo: float, hi: float, length: float, f_lo: float, f_hi: float, towards: str,
+             start_of: str) -> tuple[float, float]:
         if hi - lo <= length:
             return lo, hi
+        too_long = f_hi - f_lo + 2 * MARGIN > length
+        if too_long:  # where it starts, as one reads a graph
+            towards = {"low": "high", "high": "low"}.get(towards, start_of)
         start = {"low": f_lo - MARGIN, "high": f_hi + MARGIN - length}.get(towards, (f_lo + f_hi - length) / 2)
+        if too_long and towards == "low" and start - lo <= length / 4:
+            start = lo  # near the graph's edge (its left): show the edge too, rather than cut a sliver off
+        elif too_long and towards == "high" and hi - (start + length) <= length / 4:
+            start = hi - length  # near its top: the top (a title, the first nodes) stays in view
         start = min(max(round(start), lo), hi - length)  # whole points, as Frame.window's
         return start, start + length
 
@@ -150,8 +159,8 @@ def follow(whole: Box, size: tuple[float, float], focus: Box | None, previous: B
         focus = (whole[0], whole[3], whole[0], whole[3])
     x_end = {"LR": "high", "RL": "low"}.get(rankdir, "centre")
     y_end = {"TB": "low", "BT": "high"}.get(rankdir, "centre")  # y points up: top-down grows to low y
-    x0, x1 = axis(whole[0], whole[2], size[0], focus[0], focus[2], x_end)
-    y0, y1 = axis(whole[1], whole[3], size[1], focus[1], focus[3], y_end)
+    x0, x1 = axis(whole[0], whole[2], size[0], focus[0], focus[2], x_end, "low")  # across: the left...
+    y0, y1 = axis(whole[1], whole[3], size[1], focus[1], focus[3], y_end, "high")  # ...and the top
     return x0, y0, x1, y1
 
 

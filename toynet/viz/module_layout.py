@@ -24,6 +24,7 @@ from ..static.ir import BACKWARD, FORWARD, INPUT, OP, OPTIMIZER, PHASES, STATE, 
 from . import labels
 from .draw_static import PHASE_TITLES, value_node, visible_nodes
 from .model import Picture, VNode
+from .module_summary import layer_lines
 
 #: Outline tags drawn as nodes (GRAPH and CONFIG go in the caption, MODULEs are clusters or boxes).
 NODE_TAGS = ("INPUT", "OUTPUT", "PARAMETER", "BUFFER")
@@ -244,19 +245,25 @@ class ModuleLayout:
     # ------------------------------------------------------------------------------ finishing
 
     def _fill_boxes(self) -> None:
-        """Each box says what it folds: the module's class, its ops by kind, its state."""
+        """Each box says what it folds: a module's box its class and the layers it runs, read from its ops
+        (:func:`~toynet.viz.module_summary.layer_lines`: "conv 3x3 s2 3->32, BN, ReLU6"); a backward or
+        update box its op count. The tooltip has the op counts by name and the module's state."""
         for box, ops in self.box_ops.items():
             node = self.picture.nodes[box]
             kinds = Counter(n.op_name for n in ops)
-            common = ", ".join(f"{name} x{count}" for name, count in kinds.most_common(3))
-            count = f"{len(ops)} ops: {common}" + (", ..." if len(kinds) > 3 else "") if ops else "no ops"
+            count = (f"{len(ops)} ops: " + ", ".join(f"{name} x{k}" for name, k in kinds.most_common())) if ops \
+                else "no ops"
             if box.startswith("e"):
                 module = self.box_module[box]
-                state = Counter(e.tag for e in module.entry.walk() if e.tag in ("PARAMETER", "BUFFER"))
+                entry = module.entry
+                state = Counter(e.tag for e in entry.walk() if e.tag in ("PARAMETER", "BUFFER"))
                 held = ", ".join(f"{n} {tag.lower()}{'s' if n > 1 else ''}" for tag, n in sorted(state.items()))
-                node.label += [_shorten(module.entry.text), count] + ([held] if held else [])
+                node.label = [f"{entry.name}: {_class_name(entry)}"]
+                node.label += layer_lines(ops) if ops else ["(not called)"]
+                node.tooltip = "\n".join([entry.header(), count] + ([held] if held else []))
             else:
-                node.label.append(count)
+                node.label.append(f"{len(ops)} ops")
+                node.tooltip = f"{node.tooltip}\n{count}"
 
     def _mark_empty_modules(self) -> None:
         """A module cluster with nothing in it (a module never called) would vanish: it says so instead."""
@@ -280,6 +287,8 @@ def _type_from_text(text: str) -> str:
     return labels.type_text(dims, dtype)
 
 
-def _shorten(text: str, width: int = 48) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[:width - 3] + "..."
+def _class_name(entry: Any) -> str:
+    """The class of a MODULE entry's module (``InvertedResidual``), from the module or its printed text."""
+    if entry.module is not None:
+        return type(entry.module).__name__
+    return entry.text.split("(", 1)[0]

@@ -9,7 +9,7 @@
         z = flow.matmul(x, w) + b          # one statement, two ops: one step
         y = flow.zeros(1, 3)
         l = flow.sum(1/2 * (z - y) ** 2)
-    rec.to_gif("build.gif")                # or rec.player() in a notebook
+    rec.to_gif("build.gif")                # or, in a notebook: rec.player(), rec.gif(), rec.still(i)
 
 How it watches, in Eager mode:
 
@@ -39,6 +39,7 @@ Every frame is the *final* picture with the nodes that did not exist yet drawn i
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -47,10 +48,11 @@ from ..dynamic import autograd
 from .. import mode
 from ..static.ir import Graph, Node
 from ..dynamic.tensor import Tensor
+from .display import Image
 from .dot import to_digraph
 from .draw_eager import Application, eager_picture
 from .frames import Frame, Step, build_frames
-from .gif import to_gif
+from .gif import FRAME_HEIGHT, FRAME_WIDTH, still, to_gif
 from .model import Picture
 from .names import Namer, find_names, frame_namespaces
 from .rendering import MIN_TEXT_PX, Drawing
@@ -246,11 +248,30 @@ class Recorder:
         return to_digraph(self._picture, **self._layout)
 
     def to_gif(self, path: str, fps: float = 1.0, duration: float | None = None, captions: bool = True,
-               loop: int = 0, max_size: int | None = 1600, min_text_px: float = MIN_TEXT_PX, log: bool = True) -> str:
-        """Save the frames as an animated GIF, its text at least ``min_text_px`` pixels high, with the debug
-        lines beside the picture if there are any and ``log`` (see :func:`toynet.viz.gif.to_gif`)."""
-        return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop,
-                      max_size=max_size, min_text_px=min_text_px, log=log)
+               loop: int = 0, width: int = FRAME_WIDTH, height: int = FRAME_HEIGHT, min_text_px: float = MIN_TEXT_PX,
+               log: bool = True, max_size: int | None = None) -> str:
+        """Save the frames as an animated GIF of at most ``width`` x ``height`` pixels (900 x 620), its text at
+        least ``min_text_px`` pixels high, with the debug lines beside the picture if there are any and ``log``
+        (see :func:`toynet.viz.gif.to_gif`)."""
+        return to_gif(self.frames, path, fps=fps, duration=duration, captions=captions, loop=loop, width=width,
+                      height=height, min_text_px=min_text_px, log=log, max_size=max_size)
+
+    def gif(self, fps: float = 1.0, duration: float | None = None, alt: str = "", **options: Any) -> Any:
+        """The frames as an animated GIF that a notebook shows, embedded (it plays without a kernel and in the
+        saved notebook; no file is written): :class:`toynet.viz.display.Image`, ``.save(path)`` writes it.
+        ``options`` as for :meth:`to_gif`."""
+        buffer = io.BytesIO()
+        to_gif(self.frames, buffer, fps=fps, duration=duration, **options)
+        return Image(buffer.getvalue(), "gif", alt or f"the graph built in {len(self.frames)} steps")
+
+    def still(self, index: int = -1, width: int = FRAME_WIDTH, height: int = FRAME_HEIGHT, captions: bool = True,
+              log: bool = True) -> Any:
+        """Step ``index`` as the GIF shows it (the graph, and the debug lines beside it), as a picture a
+        notebook displays (:class:`toynet.viz.display.Image`; ``.data`` holds the PNG bytes): for readers
+        without widgets."""
+        step = range(len(self.frames))[index]
+        alt = f"step {step + 1}/{len(self.frames)}: {(self.frames[step].label.splitlines() or [''])[0]}"
+        return Image(still(self.frames, step, width, height, captions, log), "png", alt=alt)
 
     def player(self, interval: int = 1000, height: int = 700) -> Any:
         """A notebook widget at most ``height`` pixels high: Play, a step slider, the step's source line

@@ -48,8 +48,8 @@ ROLES: dict[str, tuple[dict[str, str], str]] = {
                "OUTPUT of the graph or of a module call"),
     "PARAMETER": ({"shape": "ellipse", "style": "filled", "fillcolor": "#ffd8a8"}, "PARAMETER of a module"),
     "BUFFER": ({"shape": "ellipse", "style": "filled", "fillcolor": "#e5dbff"}, "BUFFER of a module"),
-    "module": ({"shape": "box3d", "style": "filled", "fillcolor": "#f1f3f5"},
-               "MODULE drawn as one box (depth=...): its class and op count"),
+    "module": ({"shape": "box3d", "style": "filled", "fillcolor": "#f1f3f5", "margin": "0.12,0.08"},
+               "MODULE drawn as one box (depth=...): its class and layers"),
     "note": ({"shape": "plaintext", "fontsize": "9", "fontcolor": "#868e96"}, ""),
     "summary": ({"shape": "note", "style": "filled", "fillcolor": "#fff9db", "fontsize": "10"}, ""),
 }
