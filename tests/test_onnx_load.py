@@ -154,3 +154,71 @@ def test_names_from_the_file_reach_the_compiled_plan_only_as_checked_names():
     assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+", name) for name in names), names
     assert all("\n" not in n.source for n in graph.traced.nodes)
     np.testing.assert_array_equal(graph(flow.tensor([-1.0, 2.0])).numpy(), [0.0, 2.0])
+
+
+def run_both(model, *feeds):
+    """The outputs of ``model`` on ``feeds`` from ONNX Runtime and from toynet."""
+    names = [i.name for i in model.graph.input]
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, dict(zip(names, feeds)))
+    got = flow.onnx.load(model)(*[flow.tensor(x) for x in feeds])
+    return [t.numpy() for t in (got if isinstance(got, tuple) else (got,))], expected
+
+
+@pytest.mark.parametrize("base, exponent", [(np.float32, np.int64), (np.float32, np.int32), (np.int32, np.float32),
+                                            (np.int64, np.float32), (np.float64, np.float32)])
+def test_pow_of_mixed_dtypes_keeps_the_bases_dtype_as_onnx_does(base, exponent):
+    # NumPy promotes (float32 ** int64 is float64); ONNX's Pow gives the base's dtype, an integer base truncated.
+    x = np.array([[1, 2, 3], [4, 5, 6]], dtype=base)
+    y = np.array([2, 3, 0], dtype=exponent) if np.issubdtype(exponent, np.integer) else \
+        np.array([0.5, 2.5, 3.0], dtype=exponent)
+    types = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.int32: TensorProto.INT32,
+             np.int64: TensorProto.INT64}
+    model = make_model([helper.make_node("Pow", ["x", "y"], ["z"])],
+                       [helper.make_tensor_value_info("x", types[base], [2, 3]),
+                        helper.make_tensor_value_info("y", types[exponent], [3])],
+                       [helper.make_tensor_value_info("z", types[base], [2, 3])])
+    (got,), (expected,) = run_both(model, x, y)
+    assert got.dtype == expected.dtype == base
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_min_and_argmin_of_unsigned_and_extreme_integers_agree_with_onnx_runtime():
+    # Both were computed as max of -x: -x wraps around for uint8 (-1 is 255) and overflows for int8's -128.
+    for dtype, elem, values in ((np.uint8, TensorProto.UINT8, [[0, 200, 3], [255, 1, 7]]),
+                                (np.int8, TensorProto.INT8, [[-128, 5, 127], [3, -1, -128]])):
+        model = make_model([helper.make_node("ReduceMin", ["x"], ["low"], axes=[1], keepdims=0),
+                            helper.make_node("ArgMin", ["x"], ["at"], axis=1)],
+                           [helper.make_tensor_value_info("x", elem, [2, 3])],
+                           [helper.make_tensor_value_info("low", elem, [2]),
+                            helper.make_tensor_value_info("at", TensorProto.INT64, [2, 1])])
+        got, expected = run_both(model, np.array(values, dtype=dtype))
+        for ours, theirs in zip(got, expected):
+            assert ours.dtype == theirs.dtype
+            np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+def test_softmax_before_opset_13_works_on_the_input_seen_as_a_matrix(op):
+    # Before opset 13 these ops flatten the input to (N, D) at `axis` (default 1), not along one axis (default -1).
+    model = make_model([helper.make_node(op, ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                           [2, 3, 4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])], opset=11)
+    (got,), (expected,) = run_both(model, np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pads, mode", [([7, 0, -3, 4], "constant"), ([2, 0, -3, 0], "constant"),
+                                        ([0, 2, 0, -4], "constant"), ([-1, 0, 2, 0], "edge"),
+                                        ([-1, 1, 0, -1], "reflect"), ([0, -1, 1, 2], "wrap")])
+def test_pad_with_negative_pads_agrees_with_onnx_runtime(pads, mode):
+    # Output element j is input element j - before, or padding: a negative pad may cut more than the input holds
+    # on its side (7 before and -3 after on 2 rows is 6 rows of padding). The importer cut with Python slices,
+    # whose negative stops wrap around, and kept a row (a fuzzed model found it).
+    model = make_model([helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["?", "?"])],
+                       [numpy_helper.from_array(np.array(pads, np.int64), "pads")], opset=19)
+    (got,), (expected,) = run_both(model, np.arange(1, 7, dtype=np.float32).reshape(2, 3))
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)

@@ -4,6 +4,7 @@
 ``pip install 'toynet[onnx]'``, imported only when these functions run.
 """
 
-from .export import export  # noqa: F401
-from .load import ONNXImportError, OnnxGraph, load  # noqa: F401
 from .check import convert_to_onnx_and_check  # noqa: F401
+from .errors import ONNXImportError, ONNXUnsupportedError  # noqa: F401
+from .export import export  # noqa: F401
+from .load import OnnxGraph, load  # noqa: F401

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import ONNXImportError, ONNXUnsupportedError
 from .import_ops import IMPORTERS, importer, refuse
 
 
@@ -30,10 +31,22 @@ def _gemm(b, args, attrs):
     return result
 
 
+def _pair(b: Any, attrs: dict, name: str, default: Any, least: int) -> tuple:
+    """A 2-d setting (``strides``, ``dilations``, ``kernel_shape``): two ints, each at least ``least``."""
+    values = tuple(int(v) for v in attrs.get(name, default))
+    if len(values) != 2 or min(values) < least:
+        raise ONNXImportError(f"{b.where()}: attribute {name!r} is {list(values)}; expected two ints (height, width), "
+                              f"each {least} or more")
+    return values
+
+
 def _padding(b: Any, attrs: dict, x: Any, kernel: tuple, strides: tuple, dilations: tuple) -> tuple:
     """Symmetric (top, left) padding from ONNX's ``pads`` or ``auto_pad``."""
     auto = attrs.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
+    auto = auto.decode(errors="replace") if isinstance(auto, bytes) else auto
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        raise ONNXImportError(f"{b.where()}: attribute 'auto_pad' is {auto!r}; expected NOTSET, SAME_UPPER, "
+                              "SAME_LOWER or VALID")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = []
         for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
@@ -44,17 +57,20 @@ def _padding(b: Any, attrs: dict, x: Any, kernel: tuple, strides: tuple, dilatio
     elif auto == "VALID":
         begin = end = [0, 0]
     else:
-        pads = list(attrs.get("pads", [0] * 4))
+        pads = [int(p) for p in attrs.get("pads", [0] * 4)]
+        if len(pads) != 4 or min(pads) < 0:
+            raise ONNXImportError(f"{b.where()}: attribute 'pads' is {pads}; expected four sizes, 0 or more (top, "
+                                  "left, bottom, right)")
         begin, end = pads[:2], pads[2:]
     if begin != end:
-        raise NotImplementedError(f"{b.where()}: padding {begin} before and {end} after differ; toynet pads "
+        raise ONNXUnsupportedError(f"{b.where()}: padding {begin} before and {end} after differ; toynet pads "
                                   "both sides of an axis alike")
     return tuple(int(p) for p in begin)
 
 
 def _spatial(b: Any, x: Any) -> None:
     if len(x.shape) != 4:
-        raise NotImplementedError(f"{b.where()}: toynet's convolution and pooling are 2-d (N, C, H, W); got an "
+        raise ONNXUnsupportedError(f"{b.where()}: toynet's convolution and pooling are 2-d (N, C, H, W); got an "
                                   f"input of shape {list(x.shape)}")
 
 
@@ -62,9 +78,12 @@ def _spatial(b: Any, x: Any) -> None:
 def _conv(b, args, attrs):
     x, w = args[0], args[1]
     _spatial(b, x)
-    kernel = tuple(attrs.get("kernel_shape", w.shape[2:]))
-    strides = tuple(attrs.get("strides", (1, 1)))
-    dilations = tuple(attrs.get("dilations", (1, 1)))
+    kernel = _pair(b, attrs, "kernel_shape", w.shape[2:], 1)
+    if kernel != tuple(w.shape[2:]):
+        raise ONNXImportError(f"{b.where()}: attribute 'kernel_shape' is {list(kernel)}, but its weight has shape "
+                              f"{list(w.shape)}; expected the weight's last two sizes")
+    strides = _pair(b, attrs, "strides", (1, 1), 1)
+    dilations = _pair(b, attrs, "dilations", (1, 1), 1)
     padding = _padding(b, attrs, x, kernel, strides, dilations)
     inputs = [x, w] + ([args[2]] if len(args) > 2 and args[2] is not None else [])
     return b.op("conv2d", *inputs, stride=strides, padding=padding, dilation=dilations,
@@ -80,9 +99,9 @@ def _batch_norm(b, args, attrs):
 
 def _pool_settings(b, x, attrs) -> tuple[dict, tuple]:
     _spatial(b, x)
-    kernel = tuple(int(k) for k in attrs["kernel_shape"])
-    strides = tuple(int(s) for s in attrs.get("strides", (1, 1)))
-    dilations = tuple(int(d) for d in attrs.get("dilations", (1, 1)))
+    kernel = _pair(b, attrs, "kernel_shape", attrs["kernel_shape"], 1)
+    strides = _pair(b, attrs, "strides", (1, 1), 1)
+    dilations = _pair(b, attrs, "dilations", (1, 1), 1)
     return dict(kernel_size=kernel, stride=strides, padding=_padding(b, attrs, x, kernel, strides, dilations),
                 ceil_mode=bool(attrs.get("ceil_mode", 0))), dilations
 
@@ -91,7 +110,7 @@ def _pool_settings(b, x, attrs) -> tuple[dict, tuple]:
 def _max_pool(b, args, attrs):
     refuse(b, attrs, storage_order=lambda v: v == 0)
     if len(b.onnx_node.output) > 1 and b.onnx_node.output[1]:
-        raise NotImplementedError(f"{b.where()}: MaxPool's Indices output is not supported")
+        raise ONNXUnsupportedError(f"{b.where()}: MaxPool's Indices output is not supported")
     settings, dilations = _pool_settings(b, args[0], attrs)
     return b.op("max_pool2d", args[0], dilation=dilations, **settings)
 
@@ -100,7 +119,7 @@ def _max_pool(b, args, attrs):
 def _avg_pool(b, args, attrs):
     settings, dilations = _pool_settings(b, args[0], attrs)
     if dilations != (1, 1):
-        raise NotImplementedError(f"{b.where()}: dilated average pooling is not supported")
+        raise ONNXUnsupportedError(f"{b.where()}: dilated average pooling is not supported")
     return b.op("avg_pool2d", args[0], count_include_pad=bool(attrs.get("count_include_pad", 0)), **settings)
 
 
@@ -121,6 +140,9 @@ def _normalize(b, x, dims: tuple, eps: float):
 @importer("InstanceNormalization")
 def _instance_norm(b, args, attrs):
     x, scale, bias = args
+    if len(x.shape) < 3:
+        raise ONNXImportError(f"{b.where()}: its input has shape {list(x.shape)}; expected (N, C, ...) with at least "
+                              "one dimension after the channels")
     per_channel = (x.shape[1],) + (1,) * (len(x.shape) - 2)
     normal = _normalize(b, x, tuple(range(2, len(x.shape))), float(attrs.get("epsilon", 1e-5)))
     return b.op("add", b.op("mul", normal, b.op("reshape", scale, shape=per_channel)),
@@ -129,7 +151,7 @@ def _instance_norm(b, args, attrs):
 
 @importer("MeanVarianceNormalization")
 def _mean_variance_norm(b, args, attrs):
-    dims = tuple(int(a) % len(args[0].shape) for a in attrs.get("axes", (0, 2, 3)))
+    dims = b.axes([int(a) for a in attrs.get("axes", (0, 2, 3))], len(args[0].shape))
     return _normalize(b, args[0], dims, 1e-9)
 
 

@@ -21,36 +21,22 @@ from typing import Any
 
 from .. import backend, serialization
 from ..ops import OPS
-from ..static.trace import TENSOR
 from ..static.serialize import DeployedGraph, decode_graph, encode_value, printable
+from ..static.trace import TENSOR
 from ..static.validate import MAX_FOLDED_BYTES, MAX_NODES, MAX_SOURCE
+from . import import_arrange, import_nn  # noqa: F401  (register Split, Pad...; Gemm, Conv, pooling...)
+from .errors import ONNXImportError, ONNXUnsupportedError
 from .export import require_onnx
 from .import_activations import IMPORTERS
-from . import import_arrange, import_nn  # noqa: F401  (register Split, Pad...; Gemm, Conv, pooling...)
-from .import_ops import to_toynet_dtype
+from .import_ops import IGNORED_ATTRIBUTES, to_toynet_dtype
+from .load_checks import attributes_of, check_declared, check_signature, checked_initializer, input_type, schema_of
 
 #: Importing computes an op's value when its inputs are known and hold at most this many numbers.
 MAX_FOLD_ELEMENTS = 4096
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
-class ONNXImportError(ValueError):
-    """An ONNX file toynet cannot import as it is: the message names the node, its op, the attribute or input at
-    fault and what was expected."""
-
-
-class Attributes(dict):
-    """An ONNX node's attributes; a missing one that an importer needs is an :class:`ONNXImportError`."""
-
-    def __init__(self, values: dict, where: str):
-        super().__init__(values)
-        self.where = where
-
-    def __missing__(self, key: str) -> Any:
-        raise ONNXImportError(f"{self.where}: needs the attribute {key!r}, which the node does not have")
-
-
-class NeedsConstant(ValueError):
+class NeedsConstant(ONNXUnsupportedError):
     """A value that must be known before the graph runs (a shape, axes) is computed from graph inputs
     (``origins``, their ONNX names): the backend test runner then takes those inputs as constants."""
 
@@ -80,17 +66,29 @@ class Builder:
         self.arrays: dict[str, Any] = {}
         self.values: dict[str, Value] = {}
         self._used: set[str] = set()
+        self._next: dict[str, int] = {}   # base name -> the next suffix to try (see unique)
         self.onnx_node: Any = None   # the ONNX node being imported: names ops and errors
+        self.since_version = 0       # the version of its op's schema (Softmax before 13 flattens to 2-d)
+        # Bytes of the arrays importing has made itself (constants, folded values): capped all together, since a
+        # file of many nodes each just under the cap of one value would otherwise add up to any size.
+        self.allocated = 0
 
     def unique(self, base: str) -> str:
         base = _UNSAFE.sub("_", base)[:180] or "v"
-        name, k = base, 1
+        # Suffixes go on from where the base's last one stopped: nodes without names (most exporters leave them
+        # empty) all share one base, and counting from 1 again for each would take n**2 / 2 steps (50,000 nodes:
+        # over a billion).
+        name, k = base, self._next.get(base, 1)
         while name in self._used:
             name, k = f"{base}_{k}", k + 1
         self._used.add(name)
+        self._next[base] = k
         return name
 
     def _entry(self, name: str, kind: str, shape: tuple, dtype: backend.DType, **extra: Any) -> dict:
+        if len(self.entries) >= MAX_NODES:   # (an ONNX node may become several toynet nodes: refused as they come)
+            raise ONNXImportError(f"{self.where()}: the graph becomes more than {MAX_NODES} toynet nodes (inputs, "
+                                  "parameters, constants and ops), the cap of every graph toynet loads")
         node = self.onnx_node
         source = f"{node.op_type} {node.name}".strip() if node is not None else ""
         entry = {"name": name, "kind": kind, "shape": list(shape), "dtype": dtype.name, "phase": "forward",
@@ -115,7 +113,8 @@ class Builder:
 
     def constant(self, array: Any, base: str = "constant") -> Value:
         array = backend.host.asarray(array)
-        dtype = to_toynet_dtype(array.dtype, base)
+        dtype = to_toynet_dtype(array.dtype, f"{self.where()}: its {base}")
+        self._count(array.nbytes, f"{base} of shape {array.shape}")
         value = Value(self.unique(base), array.shape, dtype, known=array)
         key = f"c{len(self.arrays)}"
         self.arrays[key] = array
@@ -148,7 +147,11 @@ class Builder:
         if op.random or any(v is None for v in values) or sum(
                 backend.host.size(v) for v in values) > MAX_FOLD_ELEMENTS:
             return None
-        return backend.host.asarray(op.forward(backend.host, *values, **attrs))
+        result = backend.host.asarray(op.forward(backend.host, *values, **attrs))
+        if self.allocated + result.nbytes > MAX_FOLDED_BYTES:
+            return None   # (folding only helps: past the cap, the value is left to the graph)
+        self.allocated += result.nbytes
+        return result
 
     def allocation(self, shape: Any, itemsize: int, what: str) -> tuple:
         """``shape`` (ints) once checked that an array of it fits the cap on what importing may compute
@@ -156,11 +159,46 @@ class Builder:
         dims = tuple(int(d) for d in shape)
         if any(d < 0 for d in dims):
             raise ONNXImportError(f"{self.where()}: its {what} would have a negative size in {dims}")
-        count = math.prod(dims)
-        if count * itemsize > MAX_FOLDED_BYTES:
-            raise ONNXImportError(f"{self.where()}: its {what} of shape {dims} would take {count * itemsize:,} bytes "
-                                  f"when importing; toynet computes at most {MAX_FOLDED_BYTES:,} bytes while it loads")
+        self._count(math.prod(dims) * itemsize, f"{what} of shape {dims}", allocate=False)
         return dims
+
+    def _count(self, size: int, what: str, allocate: bool = True) -> None:
+        """Refuse (before allocating it) an array of ``size`` bytes that would take what importing has allocated
+        over MAX_FOLDED_BYTES; count it when ``allocate``."""
+        if self.allocated + size > MAX_FOLDED_BYTES:
+            already = f" after {self.allocated:,} bytes for earlier nodes" if self.allocated else ""
+            raise ONNXImportError(f"{self.where()}: its {what} would take {size:,} bytes when importing{already}; "
+                                  f"toynet computes at most {MAX_FOLDED_BYTES:,} bytes while it loads")
+        if allocate:
+            self.allocated += size
+
+    def axis(self, value: Any, rank: int, what: str = "attribute 'axis'", input: int | None = 0,
+             end: bool = False) -> int:
+        """ONNX's axis ``value`` (negative ones count from the end: -1 is the last) as 0..rank-1 for an input of
+        ``rank`` dimensions, or 0..rank when ``end`` (a place between dimensions, as Flatten's axis, where -1 is
+        rank-1 still). Anything else is an ONNXImportError naming the node, ``what`` and the range, rather than a
+        ZeroDivisionError or an IndexError later. ``input`` is the node's input the axis is of (None: its output,
+        as for Unsqueeze)."""
+        high = rank if end else rank - 1
+        subject = "its output" if input is None else f"its input {self.onnx_node.input[input]!r}"
+        if not isinstance(value, (int, backend.host.integer)) or isinstance(value, bool):
+            raise ONNXImportError(f"{self.where()}: {what} is {value!r}; expected an int")
+        if high < 0:
+            raise ONNXImportError(f"{self.where()}: {what} is {value}, but {subject} is 0-d (a scalar), which has no "
+                                  f"axis: {self.onnx_node.op_type} needs an input of at least one dimension")
+        if not -rank <= value <= high:
+            raise ONNXImportError(f"{self.where()}: {what} is {value}, but {subject} has {rank} dimension(s): "
+                                  f"expected an axis from {-rank} to {high}")
+        return int(value) + rank if value < 0 else int(value)
+
+    def axes(self, values: Any, rank: int, what: str = "attribute 'axes'", input: int | None = 0,
+             end: bool = False) -> tuple:
+        """Several axes, each as :meth:`axis` checks it, none twice (ONNX says each axis is named once)."""
+        result = tuple(self.axis(v, rank, f"{what} ({list(values)})", input, end) for v in values)
+        if len(set(result)) != len(result):
+            raise ONNXImportError(f"{self.where()}: {what} names an axis twice in {list(values)} (for {rank} "
+                                  "dimension(s)); expected each axis at most once")
+        return result
 
     def where(self) -> str:
         node = self.onnx_node
@@ -174,28 +212,6 @@ class Builder:
             raise NeedsConstant(f"{self.where()}: its {what} must be a constant or an initializer, because toynet "
                                 f"graphs have static shapes; got {got}", origins)
         return value.known
-
-
-def _checked_initializer(onnx: Any, init: Any) -> Any:
-    """An initializer's array, once its declared size is checked against the data the file holds (a tensor that
-    declares (100000, 100000) with 16 bytes is refused by name, before NumPy allocates anything)."""
-    where = f"ONNX initializer {init.name!r}"
-    if init.data_location == onnx.TensorProto.EXTERNAL:
-        raise ONNXImportError(f"{where} keeps its data in an external file; toynet reads single-file models only")
-    if any(d < 0 for d in init.dims):
-        raise ONNXImportError(f"{where} declares a negative dimension in {list(init.dims)}")
-    try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
-    except Exception:
-        raise ONNXImportError(f"{where} has an unknown data type {init.data_type}") from None
-    count = math.prod(init.dims)
-    fields = [f for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
-              if len(getattr(init, f))]
-    held = len(init.raw_data) // max(itemsize, 1) if init.raw_data else max([len(getattr(init, f)) for f in fields],
-                                                                               default=0)
-    if held != count:
-        raise ONNXImportError(f"{where} declares shape {list(init.dims)} ({count:,} values) but holds {held:,}")
-    return onnx.numpy_helper.to_array(init)
 
 
 def unsupported_ops(model: Any) -> list[str]:
@@ -218,13 +234,15 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
                               f"most {MAX_NODES}, the cap of every graph it loads")
     missing = unsupported_ops(model)
     if missing:
-        raise NotImplementedError(f"toynet cannot import ONNX op(s) {', '.join(missing)}; it imports: "
+        raise ONNXUnsupportedError(f"toynet cannot import ONNX op(s) {', '.join(missing)}; it imports: "
                                   f"{', '.join(sorted(IMPORTERS))}")
     graph = model.graph
     b = Builder(_UNSAFE.sub("_", graph.name or "onnx_model")[:100], onnx)
     known_inputs, input_shapes = known_inputs or {}, input_shapes or {}
     for init in graph.initializer:
-        b.values[init.name] = b.state(init.name, _checked_initializer(onnx, init))
+        if init.name in b.values:
+            raise ONNXImportError(f"ONNX initializer {init.name!r} is given twice")
+        b.values[init.name] = b.state(init.name, checked_initializer(onnx, init))
     inputs = []
     for info in graph.input:
         if info.name in b.values:  # older exporters list initializers among the inputs too
@@ -232,10 +250,11 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
         if info.name in known_inputs:
             b.values[info.name] = b.constant(known_inputs[info.name], info.name)
             continue
-        shape, dtype = _input_type(onnx, info, input_shapes.get(info.name))
+        shape, dtype = input_type(onnx, info, input_shapes.get(info.name))
         b.values[info.name] = value = b.input(info.name, shape, dtype)
         inputs.append(value.name)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    opset = opset if opset is not None else onnx.defs.onnx_opset_version()
     for node in graph.node:
         b.onnx_node = node
         undefined = [name for name in node.input if name and name not in b.values]
@@ -244,17 +263,31 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
                                   "initializer or earlier node defines (nodes must come in dependency order: a "
                                   "cycle or a missing value)")
         args = [b.values[name] if name else None for name in node.input]
-        attrs = _attributes(onnx, node, opset, b.where())
+        signature = schema_of(node, opset, b.where())
+        schema = signature.schema
+        b.since_version = schema.since_version
+        check_signature(onnx, signature, node, args, b.where())
+        attrs = attributes_of(onnx, node, schema, b.where())
         try:
             results = IMPORTERS[node.op_type](b, args, attrs)
-        except (ONNXImportError, NeedsConstant):
+        except ONNXImportError:
             raise
         except (ArithmeticError, LookupError, TypeError, ValueError) as error:   # what an importer found wrong
             raise ONNXImportError(f"{b.where()}: {type(error).__name__}: {error}") from None
+        ignored = sorted(set(attrs) - attrs.read - IGNORED_ATTRIBUTES.get(node.op_type, set())
+                         - IGNORED_ATTRIBUTES["*"])
+        if ignored:   # (it would have computed something else than the file asks for)
+            raise ONNXUnsupportedError(f"{b.where()}: toynet does not implement the attribute(s) "
+                                       f"{', '.join(ignored)} of {node.op_type} (the version of opset "
+                                       f"{schema.since_version}), and ignoring them would compute something else")
         results = results if isinstance(results, (list, tuple)) else [results]
         for name, value in zip(node.output, results):
-            if name:
-                b.values[name] = value
+            if not name:
+                continue
+            if name in b.values:   # ONNX assigns each value once: a second definition would shadow the first
+                raise ONNXImportError(f"{b.where()}: its output {name!r} is already defined by a graph input, an "
+                                      "initializer or an earlier node; each ONNX value is assigned once")
+            b.values[name] = value
     b.onnx_node = None
     outputs = []
     for info in graph.output:
@@ -262,6 +295,7 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
             raise ONNXImportError(f"ONNX graph {b.name!r}: its output {info.name!r} is no input, initializer or "
                                   "node output")
         value = b.values[info.name]
+        check_declared(onnx, info, value, b.name)
         if value.name in outputs or value.name in inputs or value.known is not None:
             value = b.op("identity", value)  # each output its own node, computed by the graph
         outputs.append(value.name)
@@ -269,41 +303,6 @@ def build(model: Any, known_inputs: dict[str, Any] | None = None,
     structure = {"name": b.name, "nodes": b.entries, "inputs": inputs, "outputs": outputs,
                  "output_structure": encode_value(spec)}
     return structure, b.arrays
-
-
-def _attributes(onnx: Any, node: Any, opset: Any, where: str) -> Attributes:
-    """The node's attributes, each of the type the op's ONNX schema declares (a float ``axis`` is refused, not
-    truncated)."""
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset or onnx.defs.onnx_opset_version(), node.domain)
-    except Exception:   # (no schema for that opset: the importer checks what it reads)
-        schema = None
-    values = {}
-    for a in node.attribute:
-        declared = schema.attributes.get(a.name) if schema is not None else None
-        kinds = onnx.AttributeProto.AttributeType
-        if declared is not None and a.type != declared.type:
-            raise ONNXImportError(f"{where}: attribute {a.name!r} is {kinds.Name(a.type)}, but {node.op_type} takes "
-                                  f"{kinds.Name(declared.type)}")
-        try:
-            values[a.name] = onnx.helper.get_attribute_value(a)
-        except Exception as error:
-            raise ONNXImportError(f"{where}: attribute {a.name!r} cannot be read ({error})") from None
-    return Attributes(values, where)
-
-
-def _input_type(onnx: Any, info: Any, given: Any) -> tuple[tuple, backend.DType]:
-    tensor_type = info.type.tensor_type
-    elem = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
-    dtype = to_toynet_dtype(elem, f"graph input {info.name!r}")
-    if given is not None:
-        return tuple(int(d) for d in given), dtype
-    dims = tensor_type.shape.dim
-    if any(not d.HasField("dim_value") for d in dims):
-        named = [d.dim_param or "?" if not d.HasField("dim_value") else d.dim_value for d in dims]
-        raise ValueError(f"graph input {info.name!r} has shape {named} with symbolic dimensions; toynet graphs "
-                         f"have static shapes: pass input_shapes={{{info.name!r}: (...)}} to flow.onnx.load")
-    return tuple(d.dim_value for d in dims), dtype
 
 
 class OnnxGraph(DeployedGraph):
@@ -343,7 +342,7 @@ def load(path: Any, input_shapes: dict[str, tuple] | None = None, device: Any = 
         try:
             model = onnx.load(str(path))
         except Exception as error:  # protobuf's DecodeError and friends: the bytes are not a model
-            raise ValueError(f"{path} is not an ONNX model ({type(error).__name__}: {error})") from None
+            raise ONNXImportError(f"{path} is not an ONNX model ({type(error).__name__}: {error})") from None
     elif hasattr(path, "graph"):
         model = path
     else:
@@ -354,5 +353,5 @@ def load(path: Any, input_shapes: dict[str, tuple] | None = None, device: Any = 
     try:
         graph, states = decode_graph(structure, arrays, device, where)
     except serialization.CheckpointError as error:
-        raise ValueError(f"cannot import {where}: {error}") from None
+        raise ONNXImportError(f"cannot import {where}: {error}") from None
     return OnnxGraph(graph, states, "OnnxGraph")
