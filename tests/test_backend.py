@@ -305,3 +305,20 @@ def test_index_result_shape():
 def test_cuda_is_reported_unavailable_without_raising():
     assert backend.cuda_is_available() in (True, False)
     assert flow.cuda.is_available() == backend.cuda_is_available()
+
+
+def test_the_shape_of_an_indexing_allocates_nothing_of_the_declared_size():
+    """A deployed-graph or ONNX file may declare an indexing of (3, 2**31, 4) by a (1000, 1000) index: finding the
+    result's shape must not allocate gigabytes (it once built one byte per output element)."""
+    import tracemalloc
+
+    from toynet import backend
+    tracemalloc.start()
+    try:
+        shape = backend.index_result_shape((3, 2**31, 4), (slice(None), "M"), [((1000, 1000), backend.int64)], "M")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert shape == (3, 1000, 1000, 4) and peak < 1 << 20
+    with pytest.raises(IndexError):
+        backend.index_result_shape((4, 5), (7,), [], "M")

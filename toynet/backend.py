@@ -339,11 +339,11 @@ def host_scalar(value: Any) -> int | float | bool:
 
 
 def index_result_shape(shape: tuple, index: tuple, tensor_metas: list, marker: Any) -> tuple:
-    """The shape ``array[index]`` would have, found without data by indexing a zero-strided dummy;
-    ``marker`` items in ``index`` stand for integer index arrays of the shapes in ``tensor_metas``.
-    Raises ``IndexError`` for an index the shape cannot take."""
-    dummy = numpy.broadcast_to(numpy.empty((), dtype=numpy.int8), shape)
-    arrays = iter([numpy.zeros(s, dtype=d.array_dtype) for s, d in tensor_metas])
+    """The shape ``array[index]`` would have, found by indexing a zero-strided dummy of 0-byte elements with
+    zero-strided index arrays for the ``marker`` items (of the shapes in ``tensor_metas``): nothing of their
+    size is allocated, whatever shapes a file declares. Raises ``IndexError`` for an index the shape cannot take."""
+    dummy = numpy.broadcast_to(numpy.empty((), dtype=numpy.dtype([])), shape)
+    arrays = iter([numpy.broadcast_to(numpy.zeros((), dtype=d.array_dtype), s) for s, d in tensor_metas])
     resolved = tuple(next(arrays) if item == marker else item for item in index)
     return dummy[resolved].shape
 
