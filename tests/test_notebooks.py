@@ -67,8 +67,10 @@ def execute_notebook(notebook: nbformat.NotebookNode | Path | str, cwd: Path = N
     if not isinstance(notebook, nbformat.NotebookNode):
         notebook = nbformat.read(str(notebook), as_version=4)
     manager = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=ThisPythonKernels())
+    # coalesce_streams: one stream output per cell and stream, as Jupyter shows it; otherwise a print can be
+    # stored in two outputs, split wherever the kernel happened to flush, which some viewers show on two lines.
     client = nbclient.NotebookClient(notebook, km=manager, timeout=timeout, allow_errors=False,
-                                     store_widget_state=True, record_timing=False,
+                                     store_widget_state=True, record_timing=False, coalesce_streams=True,
                                      resources={"metadata": {"path": str(cwd)}})
     # Inline figures even where MPLBACKEND=Agg is set for scripts (the kernel inherits the environment).
     client.execute(env=dict(os.environ, MPLBACKEND="module://matplotlib_inline.backend_inline"))

@@ -1025,6 +1025,34 @@ def test_notebook_display_helpers(tmp_path):
         viz.side_by_side(42)
 
 
+def test_show_source_of_a_class_some_methods_and_a_function():
+    from toynet.toy import dynamic, static
+    from toynet.viz.display import Code
+
+    whole = viz.show_source(static.Variable)
+    assert isinstance(whole, Code) and str(whole).startswith("class Variable(Node):")
+    picked = viz.show_source(dynamic.Tensor, "__add__", "backward")
+    text = str(picked)
+    assert text.startswith("class Tensor:\n    def __add__(") and "\n    def backward(self" in text
+    assert "def __mul__" not in text and text.index("__add__") < text.index("def backward")
+    page = picked._repr_html_()
+    assert "<span style=" in page and "overflow-x:auto" in page                  # coloured by Pygments
+    assert html.unescape(re.sub(r"<[^>]+>", "", page)).strip() == text.strip()     # the very same code
+    assert repr(picked) == f"<toynet.viz.display.Code: {len(text.splitlines())} lines: Tensor: __add__, backward>"
+    printed = io.StringIO()
+    from IPython.lib.pretty import RepresentationPrinter
+
+    printer = RepresentationPrinter(printed)
+    printer.pretty(picked)
+    printer.flush()
+    assert printed.getvalue() == text.rstrip("\n")                                 # a saved notebook's text/plain
+    assert str(viz.show_source(dynamic._value)).startswith("def _value(")          # a function, dedented
+    with pytest.raises(AttributeError, match="defines no"):
+        viz.show_source(static.Sub, "forward")                                      # not Sub's own method
+    with pytest.raises(TypeError, match="methods of a class"):
+        viz.show_source(dynamic._value, "x")
+
+
 @needs_dot
 def test_player_steps_through_frames():
     rec = _record_seed()

@@ -35,7 +35,8 @@ shows what an optimisation pass changed (``context=1``: only the changed nodes a
 ``with flow.viz.record() as rec:`` records a graph as your code builds it (``rec.to_gif("build.gif")``,
 ``rec.player()`` in a notebook; ``rec.gif()`` and ``rec.still(i)`` show the GIF or one of its frames in a
 notebook, the debug lines beside the graph). ``flow.viz.show_gif(path_or_bytes)`` and
-``flow.viz.side_by_side(*pictures, titles=...)`` show pictures without writing HTML (:mod:`toynet.viz.display`).
+``flow.viz.side_by_side(*pictures, titles=...)`` show pictures without writing HTML, and
+``flow.viz.show_source(cls, *methods)`` the code of a class or of some of its methods (:mod:`toynet.viz.display`).
 
 Options (all drawings): ``rankdir="TB"`` or ``"LR"``; ``legend=True``; ``max_nodes`` (bigger graphs
 are folded by module or cut, with a note saying so; ``None`` for no limit; by default 200, 120 for an
@@ -72,7 +73,7 @@ from .draw_pass import pass_picture, renamed_by_passes, report_fields
 from .draw_static import summary_picture
 from .model import Picture, limit
 from .names import Namer, user_namespaces
-from .display import show_gif, show_image, side_by_side
+from .display import show_gif, show_image, show_source, side_by_side
 from .frames import Frame
 from .linked import LinkedView, check_linkable
 from .recording import Recorder, record
@@ -92,6 +93,7 @@ __all__ = [
     "render",
     "show_gif",
     "show_image",
+    "show_source",
     "side_by_side",
     "to_png",
     "to_svg",

@@ -6,19 +6,26 @@ A teaching cell should say what it shows, not how a browser shows it::
     flow.viz.show_gif("build.gif")                      # a GIF file (or its bytes)
     rec.still(1)                                        # one step as the GIF shows it, log beside the graph
     flow.viz.side_by_side(flow.viz.draw(a), flow.viz.draw(b), titles=("before", "after"))
+    flow.viz.show_source(Tensor, "backward")            # the code of a class's methods, coloured
 
-Each returns an object that Jupyter displays (``_repr_html_``; a PNG by ``_repr_png_``, an SVG by
+Each picture returns an object that Jupyter displays (``_repr_html_``; a PNG by ``_repr_png_``, an SVG by
 ``_repr_svg_``, so that a saved notebook holds it once); ``.html()`` is the HTML, ``.data`` the file's bytes
 and ``.save(path)`` writes them. The pictures keep their own size: a notebook shrinks
 a picture wider than its column, never enlarges it, so text drawn at 11 pixels stays legible on a
 900-pixel column; pictures side by side that are too wide together scroll sideways rather than shrink.
+
+:func:`show_source` reads code with :mod:`inspect`, so what a notebook shows is the code that runs and cannot
+drift from it; its :class:`Code` is coloured HTML (by Pygments, which Jupyter installs; plain without it) and,
+as text (``str(code)``, and the plain-text form a saved notebook keeps), the code itself.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import inspect
 import os
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -95,6 +102,64 @@ class Row:
 
     def __repr__(self) -> str:
         return f"<toynet.viz.display.Row of {len(self.pictures)}: {', '.join(t or '-' for t in self.titles)}>"
+
+
+class Code:
+    """Source code for a notebook: ``text``, shown coloured (``_repr_html_``), and as itself in plain text."""
+
+    def __init__(self, text: str, title: str = ""):
+        self.text, self.title = text, title
+
+    def html(self) -> str:
+        """The code as HTML: coloured by Pygments if it is installed, else escaped in a ``<pre>``; it scrolls
+        sideways rather than wraps."""
+        try:
+            from pygments import highlight
+            from pygments.formatters import HtmlFormatter
+            from pygments.lexers import PythonLexer
+        except ImportError:
+            return f'<pre style="overflow-x:auto">{html.escape(self.text)}</pre>'
+        return highlight(self.text, PythonLexer(), HtmlFormatter(noclasses=True, cssstyles="overflow-x:auto"))
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's plain text: the code
+        printer.text(self.text.rstrip("\n"))
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"<toynet.viz.display.Code: {len(self.text.splitlines())} lines{': ' + self.title if self.title else ''}>"
+
+
+def show_source(obj: Any, *methods: str) -> Code:
+    """The source of ``obj`` (a class, function, method or module) as a notebook shows it, coloured; with
+    ``methods`` (names), only those methods of the class ``obj``, in the order given, under its class line::
+
+        show_source(static.Node)                          # the whole class
+        show_source(dynamic.Tensor, "__init__", "__add__") # class Tensor:, then those two methods
+    """
+    if not methods:
+        return Code(textwrap.dedent(inspect.getsource(obj)), getattr(obj, "__qualname__", getattr(obj, "__name__", "")))
+    if not inspect.isclass(obj):
+        raise TypeError(f"show_source(obj, *methods) takes the methods of a class, got {type(obj).__name__}")
+    missing = [name for name in methods if name not in vars(obj)]
+    if missing:
+        raise AttributeError(f"{obj.__name__} defines no {', '.join(missing)} of its own (show_source shows the "
+                             "class's own methods; give the class that defines them)")
+    bases = [base.__name__ for base in obj.__bases__ if base is not object]
+    header = f"class {obj.__name__}" + (f"({', '.join(bases)})" if bases else "") + ":\n"
+    body = "\n".join(inspect.getsource(_function_of(vars(obj)[name])) for name in methods)
+    return Code(header + body, f"{obj.__name__}: {', '.join(methods)}")
+
+
+def _function_of(member: Any) -> Any:
+    """The function behind a class member: a staticmethod's or classmethod's, a property's getter."""
+    if isinstance(member, (staticmethod, classmethod)):
+        return member.__func__
+    return member.fget if isinstance(member, property) else member
 
 
 def show_gif(gif: str | os.PathLike | bytes, alt: str = "an animation") -> Image:
