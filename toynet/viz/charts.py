@@ -28,7 +28,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
+from ..backend import host as np  # charts are host data (NumPy)
 
 __all__ = ["bars", "curves", "image_row", "moving_average"]
 

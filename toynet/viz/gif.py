@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..backend import host  # pixels are host data (NumPy)
+
 from .frames import follow
 from .log_lines import EARLIER, GRAPH_FILL, fill_of, phase_of
 from .rendering import MIN_TEXT_PX, SCREEN, Box
@@ -147,9 +149,9 @@ def _quantize(canvas: Any) -> Any:
     :mod:`~toynet.viz.style` and the log's, so that a log line and its node have the very same colour. Each
     pixel takes the nearest of them, at full precision (Pillow's own palette mapping rounds colours, and
     would merge white with the log's background)."""
-    import numpy as np
     from PIL import Image
 
+    np = host
     exact = _exact_colours()
     base = canvas.quantize(256 - len(exact), method=MAX_COVERAGE)
     used = len(base.getcolors(256) or ())  # the palette holds at most this many colours the frame uses
