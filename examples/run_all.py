@@ -1,8 +1,10 @@
 """The main job: rerun the tutorials' programs with toynet and regenerate the figures in imgs/.
 
 Each example runs in its own process, exactly as a user would run it, and its output is kept in
-``out/<example>.txt`` so it can be compared with the tutorial's printed output. Then the figures the
-tutorials show are drawn again by toynet's own code into ``imgs/``.
+``out/<example>.txt`` so it can be compared with the tutorial's printed output; what the programs write
+goes to ``out/`` (and the stand-in data sets they make to ``data/``, both ignored by git). Then the figures the tutorials show are drawn again by toynet's own code, and a
+file of ``imgs/`` is replaced only when its picture changed (scripts/figures.py): on an unchanged clone
+the main job leaves ``git status`` clean.
 
     python examples/run_all.py            # everything (MobileNetV2 runs a short training by default)
     python examples/run_all.py --quick    # smaller MobileNetV2 runs
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -48,26 +52,34 @@ def run_example(name: str, args: list[str]) -> bool:
     seconds = time.perf_counter() - start
     last = log.read_text().strip().splitlines()[-1:] or [""]
     status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
-    print(f"[main] {name:<18} {status:<8} {seconds:6.1f} s   {last[0][:90]}")
+    say(f"{name:<18} {status:<8} {seconds:6.1f} s   ", last[0].split("\r")[-1].strip())
     return proc.returncode == 0
 
 
+def say(head: str, text: str = "") -> None:
+    """One summary line, ``[main] head text``; a long text goes on over more lines, indented under its start,
+    broken between words only."""
+    head = f"[main] {head}"
+    width = max(shutil.get_terminal_size((120, 24)).columns, len(head) + 40)
+    lines = textwrap.wrap(text, width=width, initial_indent=head, subsequent_indent=" " * len(head),
+                          break_long_words=False, break_on_hyphens=False) if text else [head.rstrip()]
+    print("\n".join(lines), flush=True)
+
+
 def make_figures() -> bool:
-    """Regenerate imgs/ with toynet's visualiser (scripts/figures.py), if its tools are installed."""
+    """Regenerate imgs/ with toynet's visualiser (scripts/figures.py), if its tools are installed: only the
+    files whose picture changed are written."""
     try:
         sys.path.insert(0, str(ROOT / "scripts"))
         import figures
     except ImportError as error:
-        print(f"[main] figures skipped: {error}")
+        say("figures skipped: ", str(error))
         return True
     start = time.perf_counter()
-    written = figures.make_all(ROOT / "imgs")
-    print(f"[main] figures: wrote {len(written)} files to imgs/ in {time.perf_counter() - start:.1f} s")
-    # The floors of the framework itself (docs/how-it-works.md), read from toynet's own imports.
-    command = [sys.executable, str(ROOT / "scripts" / "layers.py"), "--svg", str(ROOT / "imgs" / "layers.svg")]
-    layers = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    print(f"[main] layers: {layers.stdout.strip().splitlines()[-1] if layers.returncode == 0 else layers.stderr}")
-    return layers.returncode == 0
+    redrawn, kept = figures.update(ROOT / "imgs")
+    say(f"figures: {len(redrawn) + len(kept)} drawn in {time.perf_counter() - start:.1f} s; ",
+        f"{len(kept)} unchanged in imgs/, redrawn: {', '.join(p.name for p in redrawn) or 'none'}")
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,13 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="run only these examples")
     args = parser.parse_args(argv)
     ok = True
-    for name, extra in examples(args.quick):
-        if args.only and name not in args.only:
-            continue
+    runs = [(name, extra) for name, extra in examples(args.quick) if not args.only or name in args.only]
+    say(f"running {len(runs)} tutorial programs, each in its own process (output in out/<name>.txt)"
+        + ("" if args.only else ", then the figures of imgs/"))
+    for name, extra in runs:
         ok &= run_example(name, extra)
     if not args.only:
         ok &= make_figures()
-    print(f"[main] outputs in {OUT.relative_to(ROOT)}/, figures in imgs/" if ok else "[main] some steps failed")
+    say(f"outputs in {OUT.relative_to(ROOT)}/, figures in imgs/" if ok else "some steps failed")
     return 0 if ok else 1
 
 

@@ -11,18 +11,28 @@ runs it alone. It is a user of toynet's visualiser (``toynet.viz``), not part of
 ``dynamic_graph.gif``       the construction, one frame per step (the third step is the whole graph)
 ``static_graph.png``        the poly-fit ``LinearTrainGraph`` by module: forward, backward, optimizer
 ``graph_build.gif``         that graph as its first call traces it, module by module, beside the lines
-                            ``graph.debug(1)`` prints for each step
+                            ``graph.debug(1)`` prints for each step (900 x 620 frames, text at least 11 px)
 ``passes_scalars.png``      that graph before and after scalar reassociation (the learning rate joins the
                             loss gradient's factor 2)
 ``passes_fusion.png``       that graph, compiled without scalar reassociation, before and after the fusion pass
 ``poly_fit.png``            sin(x) and the cubic the Eager poly fit finds (matplotlib)
-``mobilenetv2_graph.svg``   the tutorial's MobileNetV2 training graph, folded by module (and ``.png``)
+``mobilenetv2_graph.svg``   the tutorial's MobileNetV2 training graph, one box per block saying its layers
+                            (forward; and ``.png``, legible at 100%)
+``layers.svg``              the floors of the framework (``scripts/layers.py``, docs/how-it-works.md)
 ==========================  ===================================================================
 
 Every file is the same, byte for byte, each time it is made: random tensors come from a fixed seed,
-graph names from fresh counters, and the files carry no timestamps (Graphviz and Pillow write none;
-matplotlib is told to write no metadata; PNG text chunks are dropped). The random generator and the
-graph-name counters are restored afterwards, so calling this changes nothing for the caller.
+graph names from fresh counters, every figure is drawn on the lesson path whatever ``TOYNET_FAST`` says,
+and the files carry no timestamps (Graphviz and Pillow write none; matplotlib is told to write no metadata;
+PNG text chunks are dropped). The one plot of numbers that a CPU's BLAS kernels change in their last digits,
+the poly fit, plots the coefficients its legend prints, rounded well above that noise. The random generator
+and the graph-name counters are restored afterwards, so calling this changes nothing for the caller.
+
+:func:`update` (what the main job and ``python scripts/figures.py`` run) draws them all again and replaces
+only the files of ``imgs/`` whose picture changed: a file that decodes to the same pixels (or, for an SVG,
+the same text) is kept as committed, so regenerating the figures leaves a clean clone even where another
+zlib or Pillow compresses the same picture into other bytes. ``tests/test_figures.py`` checks that the
+committed ``imgs/`` is what today's code draws.
 """
 
 from __future__ import annotations
@@ -31,7 +41,10 @@ import contextlib
 import io
 import math
 import re
+import shutil
 import struct
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,7 +52,9 @@ from types import SimpleNamespace
 import sys
 
 ROOT = Path(__file__).resolve().parent.parent
+IMGS = ROOT / "imgs"
 sys.path.insert(0, str(ROOT))   # (run from anywhere: the toynet beside this script)
+sys.path.insert(1, str(ROOT / "scripts"))   # layers.py, beside this script
 
 from toynet import backend, nn  # noqa: E402
 from toynet.dynamic import functional  # noqa: E402
@@ -50,7 +65,7 @@ from toynet.optim import SGD  # noqa: E402
 from toynet.viz import draw, draw_pass, picture_of  # noqa: E402
 from toynet.viz.dot import to_digraph  # noqa: E402
 from toynet.viz.recording import Recorder, record  # noqa: E402
-from toynet.viz.rendering import to_png, to_svg  # noqa: E402
+from toynet.viz.rendering import MIN_TEXT_PX, Drawing, extent, scale_for, to_png, to_svg  # noqa: E402
 from toynet.vision.models import mobilenet_v2  # noqa: E402
 
 #: Longest side of the graph PNGs, in pixels (dot's default 96 dpi otherwise; big graphs are scaled down).
@@ -64,7 +79,7 @@ flow = SimpleNamespace(ones=ones, randn=randn, zeros=zeros, matmul=functional.ma
 #: Every file :func:`make_all` writes.
 FILES = ("compute_graph.png", "01-wxb.png", "02-z.png", "dynamic_graph.gif", "static_graph.png",
          "graph_build.gif", "passes_scalars.png", "passes_fusion.png", "poly_fit.png", "mobilenetv2_graph.svg",
-         "mobilenetv2_graph.png")
+         "mobilenetv2_graph.png", "layers.svg")
 
 
 def make_all(out_dir: str | Path) -> list[Path]:
@@ -74,10 +89,56 @@ def make_all(out_dir: str | Path) -> list[Path]:
     written: list[Path] = []
     with _repeatable():
         for maker in (construction_figures, static_graph_figures, graph_build_figure, poly_fit_figure,
-                      mobilenet_figures):
+                      mobilenet_figures, layers_figure):
             backend.manual_seed(0)  # each figure as if made alone
             written += maker(out)
     return written
+
+
+def update(imgs: str | Path = IMGS) -> tuple[list[Path], list[Path]]:
+    """Draw every figure again and put into ``imgs`` those whose picture changed (or that are missing):
+    returns (the files redrawn, the files kept because they already hold the same picture)."""
+    imgs = Path(imgs)
+    imgs.mkdir(parents=True, exist_ok=True)
+    redrawn, kept = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for made in make_all(tmp):
+            path = imgs / made.name
+            if path.is_file() and same_picture(path, made):
+                kept.append(path)
+            else:
+                shutil.copyfile(made, path)
+                redrawn.append(path)
+    return redrawn, kept
+
+
+def same_picture(a: Path, b: Path) -> bool:
+    """Whether two figure files show the same thing: the same bytes; or PNGs and GIFs that decode to the same
+    pixels, frame by frame, for the same times; or SVGs whose text differs at most in Graphviz's version."""
+    a, b = Path(a), Path(b)
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    if data_a == data_b:
+        return True
+    if a.suffix == ".svg":
+        def text(data: bytes) -> str:
+            return re.sub(r"<!-- Generated by graphviz version [^>]*-->", "", data.decode("utf-8"))
+        return text(data_a) == text(data_b)
+    from PIL import Image, ImageSequence
+
+    try:
+        with Image.open(io.BytesIO(data_a)) as image_a, Image.open(io.BytesIO(data_b)) as image_b:
+            if image_a.format != image_b.format or image_a.size != image_b.size:
+                return False
+            frames_a, frames_b = list(ImageSequence.Iterator(image_a)), list(ImageSequence.Iterator(image_b))
+            if len(frames_a) != len(frames_b):
+                return False
+            for frame_a, frame_b in zip(frames_a, frames_b):
+                if frame_a.info.get("duration") != frame_b.info.get("duration") \
+                        or frame_a.convert("RGBA").tobytes() != frame_b.convert("RGBA").tobytes():
+                    return False
+    except OSError:  # not a picture Pillow reads: the bytes decided
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------------- Eager mode
@@ -141,9 +202,14 @@ def poly_fit_figure(out: Path, steps: int = 2000) -> list[Path]:
         optimizer.zero_grad()
         fit_loss.backward()
         optimizer.step()
-    w, b = model[0].weight.numpy()[0], model[0].bias.numpy()[0]
-    host_x = x.numpy()
-    fitted = b + w[0] * host_x + w[1] * host_x ** 2 + w[2] * host_x ** 3
+    # Another CPU's BLAS kernels sum the 2000 samples in another order, which moves the float32 weights in
+    # their 7th digit; plotted as they are, that shifts the curve by a fraction of a pixel and changes the
+    # file. The curve is the cubic the legend prints, its coefficients rounded far above that noise (they
+    # sit at least 3e-5 from a rounding boundary), evaluated in float64 with IEEE products and sums only.
+    w = [round(float(v), digits) for v, digits in zip(model[0].weight.numpy()[0], (3, 4, 4))]
+    b = round(float(model[0].bias.numpy()[0]), 3)
+    host_x = x.numpy().astype("float64")
+    fitted = b + w[0] * host_x + w[1] * (host_x * host_x) + w[2] * (host_x * host_x * host_x)
     figure = Figure(figsize=(6.4, 4.0), dpi=100)
     ax = figure.subplots()
     ax.plot(host_x, y.numpy(), label="y = sin(x)")
@@ -202,17 +268,16 @@ def static_graph_figures(out: Path) -> list[Path]:
     """The poly-fit training graph by module and what fusion did to it (the lesson path), and what the fast
     path's scalar reassociation does to the same step."""
     graph = linear_train_graph()
-    paths = [_write_png(out / "static_graph.png", to_png(draw(graph), MAX_PNG))]
+    paths = [_write_png(out / "static_graph.png", _legible_png(draw(graph)))]
     fusion = next(r for r in graph.passes if r.name == "FuseElementwise")
-    drawing = draw_pass(fusion, title=f"FuseElementwise: {fusion.ops_before} -> {fusion.ops_after} ops "
-                                      "(the loss gradient's two products, each update's mul and sub: one kernel each)")
-    paths.append(_write_png(out / "passes_fusion.png", to_png(drawing, MAX_PNG)))
+    # The caption's second line, which draw_pass writes, says what changed: "FuseElementwise: 19 -> 16 ops, ...".
+    drawing = draw_pass(fusion, title="the loss gradient's two products, each update's mul and sub: one kernel each")
+    paths.append(_write_png(out / "passes_fusion.png", _legible_png(drawing)))
     nn.Graph._child_init_cnt.pop(LinearTrainGraph.__name__, None)  # LinearTrainGraph_0 again, as the tutorial
     with set_fast_path(True):
         scalars = next(r for r in linear_train_graph().passes if r.name == "ReassociateScalars")
-    drawing = draw_pass(scalars, title=f"the fast path's ReassociateScalars: {scalars.ops_before} -> "
-                                       f"{scalars.ops_after} ops (2 * lr once; each update one subtraction)")
-    paths.append(_write_png(out / "passes_scalars.png", to_png(drawing, MAX_PNG)))
+    drawing = draw_pass(scalars, title="the fast path: 2 * lr once; each update one subtraction")
+    paths.append(_write_png(out / "passes_scalars.png", _legible_png(drawing)))
     return paths
 
 
@@ -253,16 +318,39 @@ def mobilenet_graph(batch: int = 2) -> nn.Graph:
 
 
 def mobilenet_figures(out: Path) -> list[Path]:
-    """MobileNetV2's training graph as a notebook shows it: folded by module to fit the node budget."""
-    picture = picture_of(mobilenet_graph())  # the default node budget folds it by block (depth=3)
+    """MobileNetV2's training graph collapsed to its blocks (``flow.viz.draw_module(graph, forward_only=True)``):
+    one box per block, saying its layers ("conv 1x1 16->96, BN, ReLU6"), legible at 100% (backward and the
+    optimizer mirror it block by block; the notebooks draw them)."""
+    picture = picture_of(mobilenet_graph(), depth="blocks", forward_only=True)  # model.features.*: depth 3
     for node in picture.nodes.values():
         # The SVG's tooltips name each op's source line; here that is the line that called make_all
         # (the model's code is toynet's own), which would make the file depend on its caller.
         node.tooltip = node.tooltip.split("  (")[0]
-    drawing = to_digraph(picture)
+    drawing = to_digraph(picture, legend=False)  # no legend: 843 px wide at 11 px text, a docs column's width
     svg = out / "mobilenetv2_graph.svg"
     svg.write_text(to_svg(drawing), encoding="utf-8")
-    return [svg, _write_png(out / "mobilenetv2_graph.png", to_png(drawing, MAX_PNG))]
+    return [svg, _write_png(out / "mobilenetv2_graph.png", _legible_png(drawing))]
+
+
+def _legible_png(drawing: Drawing) -> bytes:
+    """A drawing as a PNG whose text is at least 11 pixels at 100%: dot's 96 dpi, less to keep its longest side
+    within MAX_PNG pixels, but never so little that the smallest text is under 11 pixels (so a wide picture may
+    pass MAX_PNG: better wide than unreadable)."""
+    measured = extent(drawing)
+    x0, y0, x1, y1 = measured.bb
+    return to_png(drawing, scale=scale_for((x1 - x0, y1 - y0), measured.smallest_text, MAX_PNG, MIN_TEXT_PX))
+
+
+def layers_figure(out: Path) -> list[Path]:
+    """The floors of the framework and the imports between them, read from toynet's code (scripts/layers.py,
+    the picture on docs/how-it-works.md)."""
+    import layers
+
+    svg = subprocess.run(["dot", "-Tsvg"], input=layers.dot_source(layers.read_house()), capture_output=True,
+                         text=True, check=True).stdout
+    path = out / "layers.svg"
+    path.write_text(svg)
+    return [path]
 
 
 # --------------------------------------------------------------------------------- repeatable files
@@ -270,12 +358,14 @@ def mobilenet_figures(out: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def _repeatable() -> Iterator[None]:
-    """Fresh nn.Graph name counters (``LinearTrainGraph_0`` each time) and the caller's random state back."""
+    """Fresh nn.Graph name counters (``LinearTrainGraph_0`` each time), the lesson path, and the caller's random
+    state and path back."""
     counters = nn.Graph._child_init_cnt
     saved_counters, saved_rng = dict(counters), backend.get_rng_state()
     counters.clear()
     try:
-        yield
+        with set_fast_path(False):  # the lesson path's graphs, whatever TOYNET_FAST says
+            yield
     finally:
         counters.clear()
         counters.update(saved_counters)
@@ -296,5 +386,8 @@ def _write_png(path: Path, data: bytes) -> Path:
 
 
 if __name__ == "__main__":
-    for path in make_all(sys.argv[1] if len(sys.argv) > 1 else ROOT / "imgs"):
-        print(path)
+    # python scripts/figures.py [dir]: bring imgs/ (or dir) up to date, keeping the files whose picture is the same
+    changed, same = update(sys.argv[1] if len(sys.argv) > 1 else IMGS)
+    for path in changed:
+        print(f"redrawn   {path}")
+    print(f"{len(changed)} figures redrawn, {len(same)} unchanged")
