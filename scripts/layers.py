@@ -34,6 +34,7 @@ FLOORS: list[tuple[str, tuple[str, ...], str]] = [
     ("tensor", ("toynet.dynamic", "toynet.serialization"),
      "Tensor and apply(): Eager mode"),
     ("static", ("toynet.static",), "Graph mode: IR, tracer, passes, compiler"),
+    ("distributed", ("toynet.distributed",), "processes and collectives (MPI), placements, SBP, global tensors"),
     ("nn / optim", ("toynet.nn", "toynet.optim", "toynet.utils", "toynet.dynamic.amp"), "modules, nn.Graph, optimizers, data"),
     ("vision / text", ("toynet.vision", "toynet.text"), "CIFAR-10, transforms, MobileNetV2; a text corpus, a tiny GPT"),
     ("onnx", ("toynet.onnx",), "ONNX export and import (optional onnx package)"),

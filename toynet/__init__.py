@@ -45,6 +45,8 @@ class cuda:  # noqa: N801  (a namespace, as flow.cuda / torch.cuda)
 
 __version__ = "0.1.0"
 
+from . import distributed  # noqa: E402,F401  (global tensors, collectives; MPI only when processes talk)
+from .distributed import env, placement, sbp  # noqa: E402,F401
 from . import nn  # noqa: E402,F401
 from . import optim, utils  # noqa: E402,F401
 from .dynamic import amp  # noqa: E402,F401

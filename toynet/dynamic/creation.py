@@ -13,15 +13,26 @@ from ..backend import CPU
 from ..ops.shape import shape_arg as _shape_arg
 from .tensor import Tensor
 
-def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Make a tensor from data (numbers, nested lists, NumPy arrays, tensors), copying it."""
+#: ``toynet.distributed`` hands over its maker of global tensors here when it loads (it sits above this module):
+#: ``placement=``/``sbp=`` on a creation function make the logical tensor, then a global one from it.
+_make_global: Any = None
+
+
+def _placed(t: Tensor, placement: Any, sbp: Any) -> Tensor:
+    return t if placement is None and sbp is None else _make_global(t, placement, sbp)
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, placement: Any = None,
+           sbp: Any = None) -> Tensor:
+    """Make a tensor from data (numbers, nested lists, NumPy arrays, tensors), copying it. With ``placement=``
+    and ``sbp=``, a global tensor whose logical value is the data (toynet.distributed)."""
     if isinstance(data, Tensor):
         t = data.detach().to(device=device or data.device, dtype=dtype or data.dtype)
         if t is data or t.array is data.array:
             t = Tensor.wrap(data.device.xp.array(t.array, copy=True), t.device)
         t.requires_grad = requires_grad
-        return t
-    return Tensor.from_data(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        return _placed(t, placement, sbp)
+    return _placed(Tensor.from_data(data, dtype=dtype, device=device, requires_grad=requires_grad), placement, sbp)
 
 
 def from_numpy(array: Any) -> Tensor:
@@ -41,16 +52,20 @@ def _filled(shape: tuple, value: Any, dtype: Any, device: Any, requires_grad: bo
     return t
 
 
-def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _filled(shape, 0, dtype, device, requires_grad)
+def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, placement: Any = None,
+          sbp: Any = None) -> Tensor:
+    return _placed(_filled(shape, 0, dtype, device, requires_grad), placement, sbp)
 
 
-def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _filled(shape, 1, dtype, device, requires_grad)
+def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, placement: Any = None,
+         sbp: Any = None) -> Tensor:
+    return _placed(_filled(shape, 1, dtype, device, requires_grad), placement, sbp)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _filled((shape,) if isinstance(shape, int) else tuple(shape), fill_value, dtype, device, requires_grad)
+def full(shape: Any, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+         placement: Any = None, sbp: Any = None) -> Tensor:
+    return _placed(_filled((shape,) if isinstance(shape, int) else tuple(shape), fill_value, dtype, device,
+                           requires_grad), placement, sbp)
 
 
 def _like(t: Tensor, value: Any, dtype: Any) -> Tensor:
@@ -69,31 +84,34 @@ def full_like(t: Tensor, value: Any, dtype: Any = None) -> Tensor:
     return _like(t, value, dtype)
 
 
-def randn(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def randn(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, placement: Any = None,
+          sbp: Any = None) -> Tensor:
     """Standard normal samples; reproducible with :func:`manual_seed`."""
     device = backend.to_device_obj(device)
     dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
     t = Tensor.wrap(backend.random_normal(_shape_arg(shape), dtype, device), device)
-    return t.requires_grad_(True) if requires_grad else t
+    return _placed(t.requires_grad_(True) if requires_grad else t, placement, sbp)
 
 
-def rand(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def rand(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, placement: Any = None,
+         sbp: Any = None) -> Tensor:
     """Uniform samples in [0, 1); reproducible with :func:`manual_seed`."""
     device = backend.to_device_obj(device)
     dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
     t = Tensor.wrap(backend.random_uniform(_shape_arg(shape), 0.0, 1.0, dtype, device), device)
-    return t.requires_grad_(True) if requires_grad else t
+    return _placed(t.requires_grad_(True) if requires_grad else t, placement, sbp)
 
 
-def randint(low: int, high: int, size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+def randint(low: int, high: int, size: Any, dtype: Any = None, device: Any = None, placement: Any = None,
+            sbp: Any = None) -> Tensor:
     device = backend.to_device_obj(device)
     dtype = backend.to_dtype(dtype) if dtype is not None else backend.int64
-    return Tensor.wrap(backend.random_integers(low, high, _shape_arg((size,) if isinstance(size, int) else size),
-                                               dtype, device), device)
+    shape = _shape_arg((size,) if isinstance(size, int) else size)
+    return _placed(Tensor.wrap(backend.random_integers(low, high, shape, dtype, device), device), placement, sbp)
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device: Any = None,
-           requires_grad: bool = False) -> Tensor:
+           requires_grad: bool = False, placement: Any = None, sbp: Any = None) -> Tensor:
     if end is None:
         start, end = 0, start
     device = backend.to_device_obj(device)
@@ -101,18 +119,19 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device
         dtype = backend.DEFAULT_FLOAT if any(isinstance(v, float) for v in (start, end, step)) else backend.int64
     dtype = backend.to_dtype(dtype)
     t = Tensor.wrap(device.xp.arange(start, end, step).astype(dtype.array_dtype), device)
-    return t.requires_grad_(True) if requires_grad else t
+    return _placed(t.requires_grad_(True) if requires_grad else t, placement, sbp)
 
 
 def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
-             requires_grad: bool = False) -> Tensor:
+             requires_grad: bool = False, placement: Any = None, sbp: Any = None) -> Tensor:
     device = backend.to_device_obj(device)
     dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
     t = Tensor.wrap(device.xp.linspace(start, end, steps).astype(dtype.array_dtype), device)
-    return t.requires_grad_(True) if requires_grad else t
+    return _placed(t.requires_grad_(True) if requires_grad else t, placement, sbp)
 
 
-def eye(n: int, m: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+        placement: Any = None, sbp: Any = None) -> Tensor:
     """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``): ones on the diagonal, zeros elsewhere."""
     m = n if m is None else m
     for name, size in (("n", n), ("m", m)):
@@ -122,7 +141,7 @@ def eye(n: int, m: Any = None, dtype: Any = None, device: Any = None, requires_g
     device = backend.to_device_obj(device)
     dtype = backend.to_dtype(dtype) if dtype is not None else backend.DEFAULT_FLOAT
     t = Tensor.wrap(device.xp.eye(n, m, dtype=dtype.array_dtype), device)
-    return t.requires_grad_(True) if requires_grad else t
+    return _placed(t.requires_grad_(True) if requires_grad else t, placement, sbp)
 
 
 def is_tensor(obj: Any) -> bool:

@@ -1,0 +1,103 @@
+"""SBP: how a global tensor's one logical value is laid out over the processes of its placement.
+
+OneFlow names three ways, and toynet has the same (``toynet.sbp``):
+
+* ``toynet.sbp.split(dim)`` (**S**): the value is cut along ``dim``; process r holds piece r. A (4, 5)
+  tensor split(0) over 2 processes: each holds (2, 5). Pieces follow :func:`toynet.distributed.comm.shard_sizes`.
+* ``toynet.sbp.broadcast`` (**B**): every process holds the whole value, the same.
+* ``toynet.sbp.partial_sum`` (**P**): every process holds a tensor of the whole shape, and the value is their
+  sum. ``x @ w`` with ``x`` split along its columns and ``w`` along its rows gives that: each process
+  multiplies its pieces, and the products still have to be added up.
+
+The three are descriptions, not copies: turning one into another (*boxing*, :mod:`toynet.distributed.boxing`)
+is a collective or a local slice, and the value never changes. ``tensor.sbp`` is a tuple with one per
+dimension of the placement's hierarchy, as in OneFlow: ``(toynet.sbp.split(dim=0),)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class sbp:
+    """What the three kinds share. Two descriptions are equal when they lay a value out the same way."""
+
+    __slots__ = ()
+    short = "?"
+
+    def __repr__(self) -> str:
+        return f"toynet.sbp.{self.name}"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self).__name__)
+
+
+class split(sbp):
+    """Cut along dimension ``dim``: process r holds piece r."""
+
+    __slots__ = ("dim",)
+
+    def __init__(self, dim: int):
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"toynet.sbp.split(dim) takes an int, the dimension to cut along; got {dim!r}")
+        self.dim = dim
+
+    @property
+    def name(self) -> str:
+        return f"split(dim={self.dim})"
+
+    @property
+    def short(self) -> str:
+        return f"S({self.dim})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, split) and other.dim == self.dim
+
+    def __hash__(self) -> int:
+        return hash(("split", self.dim))
+
+
+class _Broadcast(sbp):
+    """Every process holds the whole value."""
+
+    __slots__ = ()
+    name, short = "broadcast", "B"
+
+
+class _PartialSum(sbp):
+    """Every process holds a tensor of the whole shape; the value is their sum."""
+
+    __slots__ = ()
+    name, short = "partial_sum", "P"
+
+
+broadcast = _Broadcast()
+partial_sum = _PartialSum()
+
+
+def one(value: Any) -> sbp:
+    """The single SBP of a 1-D placement, from ``sbp=`` as users write it: an SBP, or a tuple/list of one."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise NotImplementedError(
+                f"sbp={value!r} has {len(value)} entries: that is 2-D SBP, for a placement with a 2-D hierarchy "
+                "of ranks, which toynet's global tensors do not support yet; give one, e.g. toynet.sbp.split(0)")
+        value = value[0]
+    if not isinstance(value, sbp):
+        raise TypeError(f"sbp must be toynet.sbp.split(dim), toynet.sbp.broadcast or toynet.sbp.partial_sum, "
+                        f"got {value!r}")
+    return value
+
+
+def for_tensor(value: sbp, ndim: int) -> sbp:
+    """``value`` with a negative split dimension counted from the end of an ``ndim``-d tensor."""
+    if isinstance(value, split):
+        if not -ndim <= value.dim < ndim:
+            raise ValueError(f"toynet.sbp.split(dim={value.dim}) cannot cut a tensor of {ndim} dimension(s) "
+                             f"(valid dims: {-ndim}..{ndim - 1})" if ndim else
+                             "a 0-d tensor has no dimension to split: use toynet.sbp.broadcast or partial_sum")
+        return split(value.dim % ndim) if value.dim < 0 else value
+    return value
