@@ -345,3 +345,8 @@ def test_the_pmi_server_answers_what_mpich_asks_a_one_process_job():
     assert ask("cmd=put kvsname=job-7 key=card value=abc") == "cmd=put_result rc=0"
     assert ask("cmd=get kvsname=job-7 key=card") == "cmd=get_result rc=0 value=abc"
     assert ask("cmd=barrier_in") == "cmd=barrier_out" and ask("cmd=abort exitcode=1") is None
+
+
+def test_a_placement_with_more_ranks_than_the_run_says_to_start_more_processes():
+    with pytest.raises(ValueError, match=r"names rank\(s\) \[1\], but this run has 1 process.*--nproc_per_node 2"):
+        flow.tensor(np.ones(2), placement=flow.placement("cpu", ranks=[0, 1]), sbp=flow.sbp.broadcast)

@@ -75,6 +75,11 @@ def check_for_tensors(p: Any) -> placement:
         raise NotImplementedError(f"{p} has a {len(p.hierarchy)}-D hierarchy: global tensors on it need 2-D SBP, "
                                   "which toynet does not have yet; use a 1-D list of ranks")
     w = describe()
+    missing = [r for r in p.flat_ranks() if not 0 <= r < w.size]
+    if missing:   # more ranks than processes: the run was started with too few
+        raise ValueError(f"{p} names rank(s) {missing}, but this run has {w.size} process(es) (ranks "
+                         f"{list(range(w.size))}); start it with enough processes, e.g. python -m "
+                         f"toynet.distributed.launch --nproc_per_node {max(p.flat_ranks()) + 1} script.py")
     if p.flat_ranks() != tuple(range(w.size)):
         raise NotImplementedError(f"{p}: toynet's global tensors live on every process of the run, in order, "
                                   f"ranks={list(range(w.size))} (world size {w.size}); a placement on some of "
