@@ -100,12 +100,7 @@ def only_module(placed: ModuleLayout, name: str) -> Picture:
     inside = [module.clusters, (BACKWARD,) + tuple(f"b{placed.modules[m].index}" for m in module.chain)]
     kept = {nid for nid, node in picture.nodes.items()
             if any(node.cluster[:len(path)] == path for path in inside)}
-    result = Picture(clusters=dict(picture.clusters), notes=list(picture.notes),
-                     anchors=[a for a in picture.anchors if a in kept])
-    for nid, node in picture.nodes.items():
-        if nid in kept:
-            result.add_node(node)
-    result.edges = [e for e in picture.edges if e.tail in kept and e.head in kept]
+    result = picture.only(kept)
     result.notes.append(f"Only {name} ({module.entry.text}); pass module=None to see the whole graph.")
     return result
 

@@ -103,7 +103,7 @@ class LinkedView:
 def _has_compiled(graph: ModuleGraph) -> bool:
     try:
         graph.plan
-    except Exception:   # noqa: BLE001  (not compiled: the graph says so in its own words)
+    except RuntimeError:   # "has not been compiled yet" (nn.Graph._require_compiled); anything else is a bug
         return False
     return True
 

@@ -62,6 +62,16 @@ class Picture:
         if mark not in node.marks:
             node.marks = node.marks + (mark,)
 
+    def only(self, kept: set[str]) -> "Picture":
+        """A new picture of the nodes in ``kept`` and the edges between them (clusters and notes kept)."""
+        result = Picture(clusters=dict(self.clusters), notes=list(self.notes),
+                         anchors=[a for a in self.anchors if a in kept])
+        for nid, node in self.nodes.items():
+            if nid in kept:
+                result.add_node(node)
+        result.edges = [e for e in self.edges if e.tail in kept and e.head in kept]
+        return result
+
     def roles(self) -> list[str]:
         """The roles and marks used, in first-use order (what the legend must explain)."""
         seen: dict[str, None] = {}
@@ -128,12 +138,7 @@ def neighbourhood(picture: Picture, centre: set[str], hops: int) -> Picture:
         frontier = {m for n in frontier for m in neighbours[n]} - kept
         kept |= frontier
     kept |= {e.tail for e in picture.edges if e.head in kept and picture.nodes[e.tail].role == "literal"}
-    result = Picture(clusters=dict(picture.clusters), notes=list(picture.notes),
-                     anchors=[a for a in picture.anchors if a in kept])
-    for nid, node in picture.nodes.items():
-        if nid in kept:
-            result.add_node(node)
-    result.edges = [e for e in picture.edges if e.tail in kept and e.head in kept]
+    result = picture.only(kept)
     if centre:
         result.notes.append(f"Showing the {len(centre)} changed nodes and their neighbours up to {hops} edge(s) "
                             f"away ({len(kept)} of {len(picture.nodes)} nodes); pass context=None to see all.")
