@@ -266,6 +266,38 @@ def test_ddp_on_halves_equals_one_process_on_the_whole_batch(tmp_path):
     np.testing.assert_allclose(np.mean([got["losses"] for got in two], axis=0), one["losses"], rtol=1e-5)
 
 
+# ------------------------------------------------------------------------------------------ nn.Graph
+
+
+def test_a_global_graph_trains_as_one_process_does_whatever_the_layout(tmp_path):
+    """nn.Graph picks each op's SBP signature and inserts boxing: data parallelism (the gradients' P->B is the
+    all-reduce), model parallelism and a partial-sum layer all train exactly as one process on whole batches."""
+    (tmp_path / "two").mkdir()
+    code, _, err, _ = launch("graph_train.py", 2, str(tmp_path / "two"))
+    assert code == 0, err
+    (tmp_path / "one").mkdir()
+    single = subprocess.run([sys.executable, str(SCRIPTS / "graph_train.py"), str(tmp_path / "one")], cwd=ROOT,
+                            env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert single.returncode == 0, single.stderr
+    [one] = cases.read(tmp_path / "one", 1)
+    two = cases.read(tmp_path / "two", 2)
+    for layout in ("data", "model", "rows"):
+        for got in two:
+            np.testing.assert_allclose(got[layout]["losses"], one[layout]["losses"], rtol=1e-5)
+            for mine, reference in zip(got[layout]["after"], one[layout]["after"]):
+                np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=1e-6)
+            assert got[layout]["compiled"] == 1
+    assert one["data"]["losses"][0] > one["data"]["losses"][-1]           # it trains
+    data, model, rows = (two[0][k] for k in ("data", "model", "rows"))
+    assert data["sbp"] == ["B"] * 4 and "P->B" in data["boxing"]          # the gradients' all-reduce
+    assert model["sbp"] == ["S(0)", "S(0)", "B", "B"] and "S(1)->B" in model["boxing"]
+    assert rows["sbp"] == ["B", "B", "S(1)", "B"]
+    printed = data["printed"]
+    assert "placement=(toynet.placement(type=\"cpu\", ranks=[0, 1]))" in printed
+    assert re.search(r"OPERATOR: model\.0-matmul-\d+\(_Train_\d+-input_0/out:\(sbp=\(S\(0\)\), size=\(8, 3\)", printed)
+    assert re.search(r"OPERATOR: model\.0\.weight-boxing-\d+\(.*sbp=\(P\).*-> \(.*sbp=\(B\)", printed)
+
+
 # ------------------------------------------------------------------------------------------ failures
 
 

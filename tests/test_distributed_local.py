@@ -264,14 +264,54 @@ def test_clear_errors():
         copy.deepcopy(x)
 
 
-def test_graph_mode_refuses_global_tensors_clearly():
+def test_a_graph_of_global_tensors_gives_global_tensors_and_says_their_layout():
     class Twice(flow.nn.Graph):
+        def build(self, x):
+            return (x * 2).sum(dim=0)
+
+    g = Twice()
+    out = g(flow.ones(2, 3, placement=ONE, sbp=S0))
+    assert out.is_global and out.sbp == (flow.sbp.partial_sum,) and out.placement == ONE
+    assert out.numpy().tolist() == [4.0, 4.0, 4.0]
+    layouts = g._last.traced.layouts
+    assert [layouts[n.name].sbp for n in g._last.traced.op_nodes] == [S0, flow.sbp.partial_sum]
+    assert Twice()(flow.ones(2, 3)).numpy().sum() == 12     # and local tensors still go through
+    with pytest.raises(RuntimeError, match="global and local tensors do not mix"):
+        class Mixed(flow.nn.Graph):
+            def build(self, x, y):
+                return x + y
+        Mixed()(flow.ones(2, 3, placement=ONE, sbp=S0), flow.ones(2, 3))
+
+
+def test_a_plan_is_keyed_on_its_inputs_sbp():
+    class Double(flow.nn.Graph):
         def build(self, x):
             return x * 2
 
-    with pytest.raises(NotImplementedError, match="Graph mode has no SBP signatures"):
-        Twice()(flow.ones(2, 3, placement=ONE, sbp=S0))
-    assert Twice()(flow.ones(2, 3)).numpy().sum() == 12     # and local tensors still go through
+    g = Double()
+    g(flow.ones(2, 3, placement=ONE, sbp=S0))
+    out = g(flow.ones(2, 3, placement=ONE, sbp=B))
+    assert out.sbp == (B,) and len(g._compiled) == 2
+
+
+def test_a_local_parameter_in_a_global_graph_is_named():
+    model = flow.nn.Linear(3, 2)
+
+    class Apply(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            return self.model(x)
+
+    with pytest.raises(RuntimeError, match=r"model.weight is a local tensor.*model.to_global"):
+        Apply()(flow.ones(4, 3, placement=ONE, sbp=S0))
+    model.to_global(placement=ONE, sbp=B)
+    assert model.weight.is_global and model.weight.requires_grad and model.weight.grad_fn is None
+    out = Apply()(flow.ones(4, 3, placement=ONE, sbp=S0))
+    assert out.sbp == (S0,) and out.shape == (4, 2)
+    assert model.to_local().weight.is_local
 
 
 def test_the_interpreter_is_there_only_while_global_tensors_live():

@@ -46,7 +46,7 @@ class GlobalTensor(Tensor):
     """A tensor whose ``array`` is this process's part of a logical value laid out by ``sbp`` over
     ``placement``. Made by :func:`make` (``to_global``, creation functions with ``placement=``, ops)."""
 
-    __slots__ = ("_grad", "_logical", "_placement", "_sbp")
+    __slots__ = ("_grad", "_layout", "_logical", "_placement", "_sbp")
     is_global = True
     is_local = False
 
@@ -73,15 +73,6 @@ class GlobalTensor(Tensor):
     @property
     def shape(self) -> Size:
         return Size(self._logical)
-
-    @property
-    def is_lazy(self) -> bool:
-        # Asked of every argument of an nn.Graph call: Graph mode has no SBP signatures yet, say so.
-        if mode.tracer is not None and mode.tracer is not INTERPRETER:
-            raise NotImplementedError("a global tensor was passed to an nn.Graph: toynet's Graph mode has no SBP "
-                                      "signatures and boxing yet; run global tensors in Eager mode, or pass "
-                                      "x.to_local()")
-        return False
 
     def numel(self) -> int:
         return math.prod(self._logical)
@@ -178,6 +169,7 @@ def make(array: Any, device: Any, placement: Any, sbp: Any, shape: tuple, requir
     t.array, t.node, t.device, t.requires_grad = array, None, device, requires_grad
     t.grad_fn = t.name = t._version = None
     t._placement, t._sbp, t._logical, t._grad = placement, sbp, tuple(shape), None
+    t._layout = (placement, sbp)   # what a compiled nn.Graph plan is keyed on, besides shape, dtype and device
     return t
 
 

@@ -28,7 +28,9 @@ def format_array(array: Any, indent: int) -> str:
 
 def _suffixes(t: Any, lazy_meta: bool, leaf_grad_fn: str | None = None) -> list[str]:
     parts = []
-    if t.device.type != "cpu":
+    if getattr(t, "_placement", None) is not None:   # a global tensor: where its parts live, and how
+        parts += [f"placement={t._placement!r}", f"sbp={t.sbp!r}"]
+    elif t.device.type != "cpu":
         parts.append(f"device='{t.device}'")
     if lazy_meta:
         if t.is_lazy:

@@ -24,21 +24,20 @@ reads as the engine's stages, each in its own module::
     __call__     flatten the arguments; find the plan compiled for their signature  (static.trace)
                  whose guard still holds                                            (graph_plans)                  
     _compile     trace_step: build on lazy tensors, loss.backward(), the updates   (static.trace, graph_train)
+                 global tensors: each op's SBP signature, boxing inserted  (distributed.graph_lowering)
                  optimize: the passes rewrite the traced graph                      (static.passes)
                  compile_graph: the optimised graph becomes generated code          (static.compile)
     _run         plan.run on the input and state arrays: exactly ``plan.source``;
                  rebuild build()'s result around its output arrays                  (static.trace)
 
-So the first call with given input shapes compiles and every call runs the plan. New input shapes
-compile again (OneFlow fails), and so does a call after something the plan took for granted changed
-(a parameter replaced, ``model.eval()``, ``weight_decay``: a *guard* failed, ``graph.debug(1)`` says
-which). At most ``graph.config.cache_limit`` plans are kept. Python numbers passed to the graph are
-inputs of the plan (``graph(x, 0.5)`` then ``graph(x, 0.7)`` run one plan) unless declared static:
-``self.config.set_static_arguments("steps")``. A training step is all or nothing: an error or a
-Ctrl-C leaves parameters, optimizer state and step counter as they were, or applies the step whole.
+The first call with given input shapes compiles; new input shapes compile again (OneFlow fails), and
+so does a call after something the plan took for granted changed (a parameter replaced, ``model.eval()``,
+``weight_decay``: a *guard* failed, ``graph.debug(1)`` says which); ``graph.config.cache_limit`` plans
+are kept. Python numbers passed to the graph are inputs of the plan (``graph(x, 0.5)`` then ``graph(x,
+0.7)`` run one plan) unless static: ``self.config.set_static_arguments("steps")``. A training step is all
+or nothing: an error or a Ctrl-C leaves every state as it was, or applies the step whole.
 
-``graph.model`` is the very module you assigned (toynet needs no proxy objects), so
-``graph.model.state_dict()`` works and gives the module's own state dict.
+``graph.model`` is the very module you assigned (no proxy objects): ``graph.model.state_dict()`` is its own.
 """
 
 from __future__ import annotations
@@ -50,6 +49,8 @@ from collections import OrderedDict
 from typing import Any
 
 from .. import backend, mode
+from ..distributed.global_tensor import GlobalTensor
+from ..distributed.graph_lowering import lower as lower_global
 from ..dynamic.tensor import Tensor
 from ..optim.optimizer import Optimizer
 from ..static import compile as compiler
@@ -267,6 +268,8 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
                                f"build() needs one's value, that is why. {STATIC_HINT}")
             raise
         record.events.extend(tracer.events)
+        if any(isinstance(t, GlobalTensor) for t in (*leaves, *tracer.state_tensors.values())):
+            traced = lower_global(traced, leaves, tracer.state_tensors)  # the SBP compiler: each process's part
         if any(a is not b.lr_tensors for a, b in zip(fed, self._optimizers)):
             self._forget_plans()  # remade learning-rate inputs (another device): the other plans read the old
         compile_start = time.perf_counter()
@@ -295,9 +298,9 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
         result back with the output arrays in it as tensors."""
         for binding in self._optimizers:
             binding.feed_learning_rates()
-        plan = compiled.plan
-        outputs = plan.run(inputs, [t.array for t in compiled.state_tensors], compiled.commit)
-        return unflatten(compiled.traced.output_structure, iter([Tensor.wrap(a, plan.device) for a in outputs]))
+        outputs = compiled.plan.run(inputs, [t.array for t in compiled.state_tensors], compiled.commit)
+        wrap = getattr(compiled.traced, "wrap_outputs", lambda xs: [Tensor.wrap(a, compiled.plan.device) for a in xs])
+        return unflatten(compiled.traced.output_structure, iter(wrap(outputs)))  # (global tensors of a global graph)
 
     def _states_and_paths(self) -> tuple[dict[int, StateInfo], dict[int, str]]:
         """id -> StateInfo of every parameter and buffer of the graph's modules (what the plan reads), and

@@ -17,7 +17,8 @@ OUTPUT entries. :func:`build_outline` makes it, when it is printed.
 
 **The debug levels**: 0 the build and compile stages, with timings; 1 also the graph's inputs and outputs,
 each module call (MODULE, its INPUT, PARAMETER, BUFFER and OUTPUT lines) and each pass starting and
-finishing; 2 also every op as it is traced (name, inputs, device, shapes) and what each pass changed; 3
+finishing; 2 also every op as it is traced (name, inputs, device, shapes) and what each pass changed (in a
+graph of global tensors, every op again once lowered: its SBP signature, the boxing, the placement); 3
 also each op's source line and every pass's graph before and after. With ``op_repr_with_py_stack=True``,
 ``print(graph)`` lists each op under its module, with the Python stack that made it, as OneFlow writes it::
 
@@ -144,17 +145,26 @@ def _operator_entries(operators: list[tuple[str, str]], modules: dict) -> dict[s
     return grouped
 
 
-def operator_line(node: Any, location: str = "") -> str:
+def operator_line(node: Any, location: str = "", layouts: dict | None = None) -> str:
     """One traced op as OneFlow prints it::
 
         (OPERATOR: model.0-matmul-1(x/out:(size=(20, 3), ...), ...) -> (model.0-matmul-1/out_0:(...)), device=(cpu:0))
+
+    In a graph of global tensors (``layouts``: node name -> its Layout, toynet.distributed.graph_lowering) each
+    value shows its SBP and logical size, and the op its placement: ``(sbp=(S(0)), size=(8, 3), ...)``,
+    ``placement=(toynet.placement(type="cpu", ranks=[0, 1]))``.
     """
     def meta(n: Any) -> str:
+        layout = layouts.get(n.name) if layouts else None
+        if layout is not None:
+            return f"(sbp=({layout.sbp.short}), size={tuple(layout.shape)}, dtype=({n.dtype!r}))"
         return f"(size={tuple(n.shape)}, dtype=({n.dtype!r}))"
     args = ", ".join(f"{x.name}/out:{meta(x)}" if hasattr(x, "shape") and hasattr(x, "name") else repr(x)
                      for x in node.inputs)
     where = f", location=({location})" if location else ""
-    return f"(OPERATOR: {node.name}({args}) -> ({node.name}/out_0:{meta(node)}), device=({node.device}){where})"
+    layout = layouts.get(node.name) if layouts else None
+    on = f"placement=({layout.placement!r})" if layout is not None else f"device=({node.device})"
+    return f"(OPERATOR: {node.name}({args}) -> ({node.name}/out_0:{meta(node)}), {on}{where})"
 
 
 # ------------------------------------------------------------------------------------------ debug
@@ -236,9 +246,9 @@ class DebugPrinter:
         updates, as written before the passes rewrite them), for print(graph); None unless asked for."""
         if not self.op_repr or compiled is None:
             return None
-        stacks = compiled.record.stacks
+        stacks, layouts = compiled.record.stacks, getattr(compiled.traced, "layouts", None)
         return [(node.scope, operator_line(node, stacks.get(node.name) or (source_text(node.source) if node.source
-                                                                             else "")))
+                                                                             else ""), layouts))
                 for node in compiled.traced.op_nodes]
 
     def pass_logger(self) -> Callable | None:
@@ -247,6 +257,11 @@ class DebugPrinter:
         name = self.graph.name
 
         def on_pass(event: str, index: int, pass_name: str, payload: Any) -> None:
+            layouts = getattr(payload, "layouts", None) if event == "start" and index == 0 else None
+            if layouts and self.level >= 2:   # a graph of global tensors: the signatures and boxing chosen
+                self.log(2, f"{name} gave each op an SBP signature and inserted boxing (toynet.distributed):")
+                for node in payload.op_nodes:
+                    say(operator_line(node, "", layouts))
             if event == "start":
                 self.log(1, f"{name} start compiling with pass pass_cnt_{index}-{pass_name}")
                 return

@@ -367,8 +367,7 @@ def flatten(value: Any, numbers: bool = False) -> tuple[list, Any]:
     """Every leaf of a nesting of tuples, lists and dicts (tensors and other values, in order), and the
     spec that :func:`unflatten` rebuilds the nesting from. ``numbers``: Python ``int`` and ``float`` leaves
     are inputs (``FLOAT``/``INT``) and NumPy arrays and scalars become tensors, as in a graph's call."""
-    leaves: list = []
-    return leaves, _walk(value, leaves, numbers)
+    return (leaves := []), _walk(value, leaves, numbers)   # (_walk fills the list made first)
 
 
 def _walk(value: Any, leaves: list, numbers: bool) -> Any:
@@ -437,10 +436,9 @@ def leaf_kinds(spec: Any) -> list:
 
 
 def signature(leaves: list, spec: Any) -> Any:
-    """What a compiled plan depends on: the nesting, every other value (not the numbers that are inputs),
-    and each tensor's shape, dtype and device. A call with the same signature reuses the plan; a new one
-    compiles another."""
-    key = (spec, tuple([(t.shape, t.dtype, t.device) for t in leaves if isinstance(t, Tensor)]))
+    """What a compiled plan depends on: the nesting, every other value (not the numbers that are inputs), each
+    tensor's shape, dtype, device (and a global one's layout). The same signature reuses the plan."""
+    key = spec, tuple((t.shape, t.dtype, t.device, getattr(t, "_layout", 0)) for t in leaves if isinstance(t, Tensor))
     try:
         hash(key)
     except TypeError:  # an unhashable value among the arguments (a NumPy array, a set): compare its repr

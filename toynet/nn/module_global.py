@@ -1,0 +1,50 @@
+"""``module.to_global(placement, sbp)``: a module whose parameters and buffers are global tensors.
+
+OneFlow's pages make a whole model global in one call, ``model.to_global(placement=P, sbp=flow.sbp.broadcast)``:
+every parameter becomes a global tensor with that layout (a fresh leaf that requires grad, as the parameter
+did), every buffer too. Make the optimizer after this call: it must hold the new parameters. A broadcast
+model with split data is data parallelism; ``sbp=flow.sbp.split(0)`` on a weight is model parallelism.
+``sbp`` may also be a function ``(name, tensor) -> sbp`` to lay out each parameter its own way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import mode
+from ..dynamic.tensor_methods import attach
+from .module import Module
+
+
+class GlobalModuleMethods:
+    def to_global(self, placement: Any = None, sbp: Any = None) -> Module:
+        """Make every parameter and buffer of this module (and its children) global; returns the module."""
+        if placement is None or sbp is None:
+            raise TypeError("module.to_global needs placement= and sbp=, e.g. model.to_global(placement="
+                            "toynet.placement('cpu', ranks=[0, 1]), sbp=toynet.sbp.broadcast)")
+        for prefix, module in self.named_modules():
+            for registry in (module._parameters, module._buffers):
+                for key, t in list(registry.items()):
+                    if t is None:
+                        continue
+                    layout = sbp(f"{prefix}.{key}".lstrip("."), t) if callable(sbp) else sbp
+                    with mode.no_grad():
+                        g = t.to_global(placement=placement, sbp=layout)
+                        g = g.detach() if g is t else g   # (a fresh leaf even when the layout is unchanged)
+                    g.requires_grad = t.requires_grad
+                    registry[key] = g
+        return self
+
+    def to_local(self) -> Module:
+        """Each parameter and buffer back to this process's part of it (the inverse of ``to_global``)."""
+        for module in self.modules():
+            for registry in (module._parameters, module._buffers):
+                for key, t in list(registry.items()):
+                    if t is not None and t.is_global:
+                        local = t.to_local().detach()
+                        local.requires_grad = t.requires_grad
+                        registry[key] = local
+        return self
+
+
+attach(GlobalModuleMethods, Module)
