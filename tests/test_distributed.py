@@ -240,8 +240,18 @@ def test_clear_errors_and_the_interpreter_steps_aside(global_run):
         assert got["error mixed"].startswith("add: got global and local tensors together")
         assert "x.to_local()" in got["error mixed"]
         assert got["error local placement"].startswith("a local tensor has no placement")
-        assert "ranks=[0, 1] (world size 2)" in got["error subset"]
         assert got["interpreter gone"]
+
+
+def test_a_placement_on_some_ranks_only_and_a_move_between_placements(global_run):
+    A = cases.data()["A"]
+    for r, got in enumerate(global_run):
+        subset = got["subset"]
+        np.testing.assert_array_equal(subset["value"], A)            # every rank reads the value...
+        assert subset["local"] == (list(A.shape) if r == 0 else [0])  # ...only rank 0 holds it
+        np.testing.assert_array_equal(subset["moved"], 2 * A)
+        want = cases.shard(2 * A, 0, 1, 0) if r == 1 else np.zeros((0,), np.float32)
+        np.testing.assert_array_equal(subset["moved local"], want)
 
 
 # ------------------------------------------------------------------------------------------ DDP

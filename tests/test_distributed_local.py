@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import pytest
 import toynet as flow
 from toynet import mode
 from toynet.distributed import boxing, comm, launch, pmi, sbp_rules, world
+placement_module = sys.modules["toynet.distributed.placement"]   # (the package attribute is the class)
 from toynet.distributed.global_tensor import GlobalTensor
 from toynet.ops import OPS
 
@@ -59,12 +61,22 @@ def test_placement_refuses_bad_ranks(ranks, error):
         flow.placement("cpu", ranks)
 
 
-def test_a_cuda_placement_without_a_gpu_fails_at_once():
+def test_a_cuda_placement_without_a_gpu_computes_on_the_cpu_and_says_so_once(monkeypatch):
     if flow.cuda.is_available():
         assert flow.placement("cuda", [0]).device().type == "cuda"
     else:
-        with pytest.raises(RuntimeError, match="needs a GPU and CuPy"):
-            flow.placement("cuda", [0, 1])
+        monkeypatch.setattr(placement_module, "_warned", [])
+        with pytest.warns(UserWarning, match="compute on their CPUs"):
+            cuda = flow.placement("cuda", [0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            flow.placement("cuda", [0])                      # once a run
+        x = flow.ones(2, 3, placement=cuda, sbp=S0)
+        assert cuda.device() == flow.device("cpu") and x.to_local().device == flow.device("cpu")
+        assert 'placement=toynet.placement(type="cuda", ranks=[0])' in repr(x)   # as written
+        assert (x * 2).numpy().sum() == 12
+        with pytest.raises(RuntimeError, match="needs CuPy|no NVIDIA GPU|cannot reach"):
+            flow.ones(2).to("cuda")                          # a local tensor asks for a device: still an error
     with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
         flow.placement("tpu", [0])
 

@@ -63,15 +63,18 @@ y = make("A", "S0", requires_grad=True) @ make("W", "B")
 out["repr"] = repr(y)
 out["dropout"] = describe(flow.nn.functional.dropout(make("C", "S0"), p=0.5, training=True))
 for what, call in {"mixed": lambda: make("A", "S0") + flow.tensor(D["A"]),
-                   "local placement": lambda: flow.tensor(D["A"]).placement,
-                   "subset": lambda: flow.tensor(D["A"]).to_global(placement=flow.placement("cpu", [0]),
-                                                                     sbp=SBP["B"])}.items():
+                   "local placement": lambda: flow.tensor(D["A"]).placement}.items():
     try:
         call()
         out[f"error {what}"] = None
     except (RuntimeError, NotImplementedError) as error:
         out[f"error {what}"] = str(error)
-del x, y, w, b, opt, data, target, loss, leaves, part
+# a placement on rank 0 only: rank 1 holds an empty part, yet reads the value, and a move takes it to rank 1
+first = flow.tensor(D["A"]).to_global(placement=flow.placement("cpu", [0]), sbp=SBP["B"])
+moved = (first * 2).to_global(placement=flow.placement("cpu", [n - 1]), sbp=SBP["S0"])
+out["subset"] = {"value": first.numpy(), "local": list(first.to_local().shape), "moved": moved.numpy(),
+                 "moved local": moved.to_local().numpy()}
+del x, y, w, b, opt, data, target, loss, leaves, part, first, moved
 gc.collect()
 out["interpreter gone"] = mode.tracer is None
 cases.write(sys.argv[1], r, out)

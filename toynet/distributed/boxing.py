@@ -39,22 +39,38 @@ def kind(s: sbp) -> str:
     return "S" if isinstance(s, split) else s.short
 
 
-def local_shape(shape: tuple, s: sbp, rank: int | None = None, size: int | None = None) -> tuple:
-    """The shape of the part ``rank`` holds of a value of ``shape`` laid out as ``s``."""
+def place(ranks: tuple | None = None) -> tuple[int | None, int]:
+    """This process's index among ``ranks`` (None if it is not one of them) and how many they are; ``None``:
+    every process of the run."""
+    me = comm.rank()
+    if ranks is None:
+        return me, comm.world_size()
+    return (ranks.index(me) if me in ranks else None), len(ranks)
+
+
+def local_shape(shape: tuple, s: sbp, rank: int | None = None, size: int | None = None,
+                ranks: tuple | None = None) -> tuple:
+    """The shape of the part process ``rank`` (of ``size``) holds of a value of ``shape`` laid out as ``s``; by
+    default this process's part, over ``ranks`` (a placement's). A process outside ``ranks`` holds nothing:
+    an empty part, shape ``(0,)``."""
+    if rank is None:
+        rank, size = place(ranks)
+        if rank is None:
+            return (0,)
     if not isinstance(s, split):
         return tuple(shape)
-    rank = comm.rank() if rank is None else rank
-    size = comm.world_size() if size is None else size
     out = list(shape)
     out[s.dim] = comm.shard_sizes(shape[s.dim], size)[rank]
     return tuple(out)
 
 
-def component(full: Any, s: sbp, rank: int | None = None, size: int | None = None) -> Any:
+def component(full: Any, s: sbp, rank: int | None = None, size: int | None = None, ranks: tuple | None = None) -> Any:
     """This process's part of a whole value ``full`` laid out as ``s`` (no communication: every process must
     hold ``full`` already). Always a new array."""
-    rank = comm.rank() if rank is None else rank
-    size = comm.world_size() if size is None else size
+    if rank is None:
+        rank, size = place(ranks)
+        if rank is None:
+            return full.reshape(-1)[:0].copy()     # not one of the placement's processes: an empty part
     if isinstance(s, split):
         index = (slice(None),) * s.dim + (comm.shard_slice(full.shape[s.dim], size, rank),)
         return full[index].copy()
@@ -63,25 +79,44 @@ def component(full: Any, s: sbp, rank: int | None = None, size: int | None = Non
     return full.copy()
 
 
-def convert(xp: Any, local: Any, src: sbp, dst: sbp, shape: tuple) -> Any:
+def convert(xp: Any, local: Any, src: sbp, dst: sbp, shape: tuple, ranks: tuple | None = None) -> Any:
     """This process's part of a value of logical ``shape`` laid out as ``dst``, from its part as ``src``
-    (``xp``: the array module, NumPy or CuPy). Every process must call it together when the conversion is a
-    collective. Always a new array."""
+    (``xp``: the array module, NumPy or CuPy), over the processes ``ranks`` (a placement's; None: all). Every
+    one of them must call it together when the conversion is a collective; a process outside them gets an
+    empty part at once. Always a new array."""
+    rank, size = place(ranks)
+    if rank is None:
+        return local.copy()
     if src == dst:
         return local.copy()
-    rank, size = comm.rank(), comm.world_size()
     if dst == broadcast:
         if isinstance(src, split):
-            return comm.all_gather(local, axis=src.dim)
-        return comm.all_reduce(local)                                      # partial_sum -> broadcast
+            return comm.all_gather(local, axis=src.dim, ranks=ranks)
+        return comm.all_reduce(local, ranks=ranks)                         # partial_sum -> broadcast
     if isinstance(dst, split):
         if src == partial_sum:
-            return comm.reduce_scatter(local, axis=dst.dim)
+            return comm.reduce_scatter(local, axis=dst.dim, ranks=ranks)
         if isinstance(src, split):
-            return comm.all_to_all(local, split_axis=dst.dim, concat_axis=src.dim)
+            return comm.all_to_all(local, split_axis=dst.dim, concat_axis=src.dim, ranks=ranks)
         return component(local, dst, rank, size)                           # broadcast -> split: a slice
     if src == broadcast:                                                   # -> partial_sum
         return component(local, partial_sum, rank, size)
     whole = xp.zeros(shape, dtype=local.dtype)                             # split -> partial_sum
     whole[(slice(None),) * src.dim + (comm.shard_slice(shape[src.dim], size, rank),)] = local
     return whole
+
+
+def move(xp: Any, local: Any, src: tuple, src_sbp: sbp, dst: tuple, dst_sbp: sbp, shape: tuple, dtype: Any) -> Any:
+    """This process's part of a value moved from the processes ``src`` (laid out as ``src_sbp``) to ``dst``
+    (as ``dst_sbp``): the sources make it whole among themselves, the first of them sends it to every process
+    of either placement, and each process of ``dst`` keeps its part. Every process of ``src`` and ``dst`` must
+    call it together; any other gets an empty part at once (``dtype``: its array dtype)."""
+    me = comm.rank()
+    whole = convert(xp, local, src_sbp, broadcast, shape, ranks=src) if me in src else None
+    both = tuple(sorted(set(src) | set(dst)))
+    if me not in dst:
+        if me in both and len(both) > 1:
+            comm.broadcast(whole, root=src[0], ranks=both)
+        return xp.empty((0,), dtype=dtype)
+    whole = xp.asarray(comm.broadcast(whole, root=src[0], ranks=both)) if len(both) > 1 else whole
+    return component(whole, dst_sbp, ranks=dst)

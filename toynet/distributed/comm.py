@@ -15,6 +15,8 @@ written for N processes runs unchanged on one.
 ``barrier()``                      returns once every process has called it
 =================================  ==========================================================================
 
+Each takes ``ranks=``, to run among some of the processes only (a :class:`Group`: a placement's ranks).
+
 Pieces follow one rule everywhere in toynet (and NumPy's ``array_split``): a length ``n`` cut in ``k`` gives
 the first ``n % k`` pieces one element more (:func:`shard_sizes`). Before moving data, each collective
 compares the shapes and dtypes all processes passed, so a mismatch is an error that lists them rather than
@@ -26,7 +28,8 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .. import backend
@@ -64,19 +67,59 @@ def shard_slice(n: int, parts: int, index: int) -> slice:
     return slice(start, start + sizes[index])
 
 
+# ------------------------------------------------------------------------------------------ groups
+
+
+@dataclass
+class Group:
+    """Some of the processes, running collectives among themselves: those of a placement on part of the run
+    (``toynet.placement("cpu", ranks=[1])``). ``rank``/``size``: this process's place among them; ``ranks``:
+    their numbers in the run. Only they call the collectives of the group; the others go on without them."""
+
+    ranks: tuple[int, ...]
+    rank: int
+    size: int
+    comm: Any
+    mpi: Any
+    guard: Any
+
+
+_groups: dict[tuple[int, ...], Group] = {}
+
+
+def group(ranks: Sequence[int] | None = None) -> Any:
+    """Who runs a collective: the whole run (``None``, or every rank), or the group of ``ranks``, which this
+    process must be one of. Its MPI communicator is made on first use, by the group's processes only."""
+    w = world()
+    if ranks is None or tuple(ranks) == tuple(range(w.size)):
+        return w
+    ranks = tuple(ranks)
+    if w.rank not in ranks:
+        raise RuntimeError(f"rank {w.rank} called a collective of ranks {list(ranks)}, which it is not one of; only "
+                           "the processes of a placement take part in its collectives")
+    found = _groups.get(ranks)
+    if found is None:
+        comm = None
+        if len(ranks) > 1:   # MPI_Comm_create_group: collective over the group's processes only
+            with _waiting(w, "making a group of ranks"):
+                comm = w.comm.Create_group(w.comm.Get_group().Incl(list(ranks)), tag=sum(ranks) % 30000)
+        found = _groups[ranks] = Group(ranks, ranks.index(w.rank), len(ranks), comm, w.mpi, w.guard)
+    return found
+
+
 # ------------------------------------------------------------------------------------------ collectives
 
 
-def barrier() -> None:
-    w = world()
+def barrier(ranks: Sequence[int] | None = None) -> None:
+    w = group(ranks)
     if w.size > 1:
         with _waiting(w, "barrier"):
             w.comm.Barrier()
 
 
-def all_reduce(array: Any, op: str = "sum") -> Any:
+def all_reduce(array: Any, op: str = "sum", ranks: Sequence[int] | None = None) -> Any:
     host, back = _to_host(array)
-    w = world()
+    w = group(ranks)
     if op not in _REDUCTIONS:
         raise ValueError(f"all_reduce: op must be one of {', '.join(_REDUCTIONS)}, got {op!r}")
     if w.size == 1:
@@ -91,10 +134,10 @@ def all_reduce(array: Any, op: str = "sum") -> Any:
     return back(out.astype(host.dtype) if out.dtype.kind == host.dtype.kind else out)
 
 
-def all_gather(array: Any, axis: int = 0) -> Any:
+def all_gather(array: Any, axis: int = 0, ranks: Sequence[int] | None = None) -> Any:
     host, back = _to_host(array)
     axis = _axis(host, axis, "all_gather")
-    w = world()
+    w = group(ranks)
     if w.size == 1:
         return back(host.copy())
     with _waiting(w, "all_gather"):
@@ -108,10 +151,10 @@ def all_gather(array: Any, axis: int = 0) -> Any:
     return back(np.moveaxis(out, 0, axis))
 
 
-def reduce_scatter(array: Any, axis: int = 0, op: str = "sum") -> Any:
+def reduce_scatter(array: Any, axis: int = 0, op: str = "sum", ranks: Sequence[int] | None = None) -> Any:
     host, back = _to_host(array)
     axis = _axis(host, axis, "reduce_scatter")
-    w = world()
+    w = group(ranks)
     if op not in _REDUCTIONS or op == "mean":
         raise ValueError(f"reduce_scatter: op must be sum, max, min or prod, got {op!r}")
     sizes = shard_sizes(host.shape[axis], w.size)
@@ -127,10 +170,10 @@ def reduce_scatter(array: Any, axis: int = 0, op: str = "sum") -> Any:
     return back(np.moveaxis(out, 0, axis).astype(host.dtype))
 
 
-def all_to_all(array: Any, split_axis: int, concat_axis: int) -> Any:
+def all_to_all(array: Any, split_axis: int, concat_axis: int, ranks: Sequence[int] | None = None) -> Any:
     host, back = _to_host(array)
     split_axis, concat_axis = _axis(host, split_axis, "all_to_all"), _axis(host, concat_axis, "all_to_all")
-    w = world()
+    w = group(ranks)
     if w.size == 1:
         return back(host.copy())
     with _waiting(w, "all_to_all"):
@@ -160,17 +203,20 @@ def all_gather_object(obj: Any) -> list:
         return w.comm.allgather(obj)
 
 
-def broadcast(array: Any, root: int = 0) -> Any:
-    """Every process gets ``root``'s array; the others may pass ``None`` (or any array: it is not read)."""
-    w = world()
+def broadcast(array: Any, root: int = 0, ranks: Sequence[int] | None = None) -> Any:
+    """Every process (of ``ranks``) gets ``root``'s array; the others may pass ``None`` (or any array: it is
+    not read). ``root`` is a rank of the run, one of ``ranks``."""
+    w = group(ranks)
     host, back = _to_host(array) if array is not None else (None, lambda a: a)
-    if not 0 <= root < w.size:
-        raise ValueError(f"broadcast: root {root} is not a rank of this run (0..{w.size - 1})")
+    members = getattr(w, "ranks", range(w.size))
+    if root not in members:
+        raise ValueError(f"broadcast: root {root} is not one of the ranks {list(members)}")
+    root = list(members).index(root)
     if w.size == 1:
         return back(host.copy())
     with _waiting(w, "broadcast"):
         if w.rank == root and host is None:
-            raise ValueError(f"broadcast: rank {root} is the root and must pass the array to send")
+            raise ValueError(f"broadcast: rank {members[root]} is the root and must pass the array to send")
         shape, dtype = w.comm.bcast((host.shape, host.dtype.str) if w.rank == root else None, root=root)
         out = _contiguous(host) if w.rank == root else np.empty(shape, np.dtype(dtype))
         w.comm.Bcast(_bytes(out), root=root)
@@ -183,7 +229,7 @@ def broadcast(array: Any, root: int = 0) -> Any:
 @contextlib.contextmanager
 def _waiting(w: Any, name: str) -> Iterator[None]:
     """While a collective waits, the guard watches for ranks that will never come (:mod:`.guard`)."""
-    with w.guard.collective(name) if w.guard is not None else contextlib.nullcontext():
+    with w.guard.collective(name, getattr(w, "ranks", None)) if w.guard is not None else contextlib.nullcontext():
         yield
 
 
@@ -209,7 +255,8 @@ def _check_same(w: Any, what: str, host: np.ndarray, free_axis: int | None = Non
     def key(shape: tuple) -> tuple:
         return tuple(d for i, d in enumerate(shape) if i != free_axis) if free_axis is not None else shape
     if len({(len(s), key(s), d) for s, d in metas}) > 1:
-        listed = ", ".join(f"rank {r}: {tuple(s)} {np.dtype(d).name}" for r, (s, d) in enumerate(metas))
+        listed = ", ".join(f"rank {r}: {tuple(s)} {np.dtype(d).name}"
+                           for r, (s, d) in zip(getattr(w, "ranks", range(w.size)), metas))
         free = f" (they may differ along axis {free_axis} only)" if free_axis is not None else ""
         raise RuntimeError(f"{what}: the processes passed arrays that do not match{free}: {listed}")
     return [tuple(s) for s, _ in metas]

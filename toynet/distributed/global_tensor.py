@@ -26,7 +26,7 @@ from .. import backend, mode
 from ..dynamic import autograd
 from ..dynamic.autograd import GradFn
 from ..dynamic.printing import format_array
-from ..dynamic.tensor import Size, Tensor
+from ..dynamic.tensor import Size, Tensor, apply
 from ..dynamic.tensor_methods import attach
 from ..ops._op import Op
 from . import boxing, comm
@@ -65,6 +65,10 @@ class GlobalTensor(Tensor):
     @property
     def placement(self) -> Any:
         return self._placement
+
+    @property
+    def _ranks(self) -> tuple[int, ...]:
+        return self._placement.flat_ranks()
 
     @property
     def sbp(self) -> tuple:
@@ -108,11 +112,12 @@ class GlobalTensor(Tensor):
         return out
 
     def to_global(self, placement: Any = None, sbp: Any = None) -> GlobalTensor:
-        """The same value with another SBP (boxing), e.g. ``x.to_global(sbp=toynet.sbp.broadcast)``."""
+        """The same value with another SBP (boxing), e.g. ``x.to_global(sbp=toynet.sbp.broadcast)``, or on other
+        processes (``placement=``: a move, as from one pipeline stage to the next)."""
+        s = self._sbp if sbp is None else sbp_kinds.for_tensor(sbp_kinds.one(sbp), self.ndim)
         if placement is not None and check_for_tensors(placement) != self._placement:
-            raise NotImplementedError(f"to_global: moving a global tensor from {self._placement} to {placement} is "
-                                      "not supported yet; toynet's global tensors all live on every process")
-        return self if sbp is None else box(self, sbp_kinds.for_tensor(sbp_kinds.one(sbp), self.ndim))
+            return move(self, placement, s)
+        return box(self, s)
 
     def detach(self) -> GlobalTensor:
         t = make(self.array, self.device, self._placement, self._sbp, self._logical)
@@ -125,7 +130,7 @@ class GlobalTensor(Tensor):
         size = tuple(size)
         s = (B if self._sbp == P else self._sbp) if size == self._logical else B
         array_dtype = self.array.dtype if dtype is None else backend.to_dtype(dtype).array_dtype
-        local = self.device.xp.full(boxing.local_shape(size, s), fill_value, dtype=array_dtype)
+        local = self.device.xp.full(boxing.local_shape(size, s, ranks=self._ranks), fill_value, dtype=array_dtype)
         return make(local, self.device, self._placement, s, size)
 
     def new_tensor(self, data: Any) -> GlobalTensor:
@@ -134,9 +139,13 @@ class GlobalTensor(Tensor):
     # ------------------------------------------------------------------------------ its value
 
     def numpy(self) -> Any:
-        """The whole logical value as a NumPy array (collective: every process must ask)."""
+        """The whole logical value as a NumPy array (collective: every process must ask). A process outside
+        the placement gets it too, from the placement's first process."""
         whole = self if self._sbp == B else mode.call_with_grad_mode(False, box, self, B)
-        return backend.to_numpy(whole.array, self.device)
+        value = backend.to_numpy(whole.array, self.device)
+        if len(self._ranks) < comm.world_size():
+            value = comm.broadcast(value if comm.rank() == self._ranks[0] else None, root=self._ranks[0])
+        return value
 
     def item(self) -> Any:
         if self.numel() != 1:
@@ -192,7 +201,9 @@ class _ToGlobal(Op):
     name = "to_global"
 
     def vjp(self, grad: Any, inputs: tuple, output: Any, sbp: Any = None) -> tuple:
-        return (box(grad, B if sbp == P else sbp).to_local(),)
+        part = box(grad, B if sbp == P else sbp).to_local()
+        x = inputs[0]   # (a process outside the placement held no part: its tensor's gradient is zeros)
+        return (part if comm.rank() in grad._ranks else x.new_full(tuple(x.shape), 0.0),)
 
 
 class _ToLocal(Op):
@@ -213,11 +224,79 @@ def box(x: GlobalTensor, dst: Any) -> GlobalTensor:
     """``x`` laid out as ``dst``: the collective (or local step) of :data:`toynet.distributed.boxing.PATHS`."""
     if dst == x._sbp:
         return x
-    array = boxing.convert(x.device.xp, x.array, x._sbp, dst, x._logical)
+    array = boxing.convert(x.device.xp, x.array, x._sbp, dst, x._logical, ranks=x._ranks)
     out = make(array, x.device, x._placement, dst, x._logical)
     if mode.grad_enabled and x.requires_grad:
         out.requires_grad, out.grad_fn = True, GradFn(BOX, (x,), {"src": x._sbp, "dst": dst}, None)
     return out
+
+
+class _Move(Op):
+    """A value moved to other processes (another placement). Its gradient moves back."""
+
+    name = "move"
+
+    def vjp(self, grad: Any, inputs: tuple, output: Any, src: Any = None) -> tuple:
+        placement, s = src
+        return (move(grad, placement, B if s == P else s),)
+
+
+MOVE = _Move()
+
+
+def move(x: GlobalTensor, placement: Any, s: Any) -> GlobalTensor:
+    """``x`` on the processes of ``placement``, laid out as ``s``: its placement's processes make it whole
+    (boxing to B among themselves), the first of them sends it to the processes of both placements, and each
+    process of the new one keeps its part. Every process of the run calls it; those in neither placement only
+    learn the shape."""
+    p = check_for_tensors(placement)
+    device = p.device()
+    part = boxing.move(x.device.xp, x.array, x._ranks, x._sbp, p.flat_ranks(), s, x._logical, x.array.dtype)
+    out = make(part if device is x.device else backend.from_host(backend.to_numpy(part, x.device), device, x.dtype),
+               device, p, s, x._logical)
+    if mode.grad_enabled and x.requires_grad:
+        out.requires_grad, out.grad_fn = True, GradFn(MOVE, (x,), {"src": (x._placement, x._sbp)}, None)
+    return out
+
+
+class _ToGlobalLazy(Op):
+    """``x.to_global(placement=, sbp=)`` inside ``nn.Graph.build``: recorded as a node, which the graph's
+    lowering (:mod:`.graph_lowering`) turns into boxing or a move, once it knows where ``x`` lives."""
+
+    name = "to_global"
+
+    def infer(self, x: Any, placement: Any = None, sbp: Any = None) -> tuple:
+        return tuple(x.shape), x.dtype
+
+    def forward(self, xp: Any, a: Any, placement: Any = None, sbp: Any = None) -> Any:
+        raise RuntimeError("x.to_global() in nn.Graph.build() needs a graph of global tensors: give the graph global "
+                           "inputs or parameters (e.g. model.to_global(placement=..., sbp=...))")
+
+    def vjp(self, grad: Any, inputs: tuple, output: Any, placement: Any = None, sbp: Any = None) -> tuple:
+        return (apply(TO_GLOBAL_BACK, grad, inputs[0]),)
+
+
+class _ToGlobalBack(Op):
+    """The gradient of a traced ``to_global``: back to the placement (and a layout) of the forward input, the
+    second input (read for its layout only)."""
+
+    name = "to_global_grad"
+    nondifferentiable = (1,)
+
+    def infer(self, grad: Any, like: Any) -> tuple:
+        return tuple(grad.shape), grad.dtype
+
+
+TO_GLOBAL_LAZY, TO_GLOBAL_BACK = _ToGlobalLazy(), _ToGlobalBack()
+
+
+def relayout_(t: GlobalTensor, s: Any) -> GlobalTensor:
+    """Lay ``t`` out as ``s`` *in place*: the same tensor object (held by an optimizer's state, a graph's
+    plan) now holds this process's part under ``s``. Used for ZeRO's sharded optimizer slots."""
+    if s != t._sbp:
+        t.array = boxing.convert(t.device.xp, t.array, t._sbp, s, t._logical, ranks=t._ranks)
+        t._sbp, t._layout = s, (t._placement, s)
+    return t
 
 
 # ------------------------------------------------------------------------------------------ making them
@@ -229,21 +308,24 @@ def local_to_global(x: Tensor, placement: Any = None, sbp: Any = None) -> Global
     if placement is None or sbp is None:
         raise TypeError("to_global on a local tensor needs both placement= and sbp=, e.g. "
                         "x.to_global(placement=toynet.placement('cpu', ranks=[0, 1]), sbp=toynet.sbp.split(0))")
-    if x.is_lazy:
-        raise RuntimeError("to_global is not available inside nn.Graph.build() yet; make global tensors outside")
     p = check_for_tensors(placement)
     s = sbp_kinds.for_tensor(sbp_kinds.one(sbp), x.ndim)
     if x.device != p.device():
         x = x.to(p.device())
-    out = make(x.array, x.device, p, s, _logical_shape(tuple(x.shape), s))
+    logical = _logical_shape(tuple(x.shape), s, p.flat_ranks())
+    if comm.rank() not in p.flat_ranks():   # not one of the placement's processes: its tensor is not a part
+        x = Tensor.wrap(x.array.reshape(-1)[:0].copy(), x.device)
+    out = make(x.array, x.device, p, s, logical)
     if mode.grad_enabled and x.requires_grad:
         out.requires_grad, out.grad_fn = True, GradFn(TO_GLOBAL, (x,), {"sbp": s}, None)
     return out
 
 
-def _logical_shape(local: tuple, s: Any) -> tuple:
-    shapes = comm.all_gather_object(local)
-    listed = ", ".join(f"rank {r}: {shape}" for r, shape in enumerate(shapes))
+def _logical_shape(local: tuple, s: Any, ranks: tuple) -> tuple:
+    """The logical shape of parts ``local`` laid out as ``s`` over ``ranks`` (every process learns it)."""
+    shapes = [shape for r, shape in enumerate(comm.all_gather_object(local)) if r in ranks]
+    local = shapes[0]
+    listed = ", ".join(f"rank {r}: {shape}" for r, shape in zip(ranks, shapes))
     if not isinstance(s, split):
         if len(set(shapes)) > 1:
             raise RuntimeError(f"to_global with {s!r}: every process must hold a part of the same shape; got {listed}")
@@ -269,8 +351,8 @@ def from_logical(t: Tensor, placement: Any, sbp: Any) -> GlobalTensor:
     s = sbp_kinds.for_tensor(sbp_kinds.one(sbp), t.ndim)
     whole = comm.broadcast(backend.to_numpy(t.array, t.device), root=p.flat_ranks()[0])
     device = p.device()
-    return make(backend.from_host(boxing.component(whole, s), device, t.dtype), device, p, s, tuple(t.shape),
-                requires_grad=t.requires_grad)
+    part = boxing.component(whole, s, ranks=p.flat_ranks())
+    return make(backend.from_host(part, device, t.dtype), device, p, s, tuple(t.shape), requires_grad=t.requires_grad)
 
 
 def _with_suffixes(head: str, parts: list[str], linewidth: int = 80) -> str:
@@ -310,7 +392,12 @@ class LocalTensorMethods:
                            "processes; make it global with x.to_global(placement=..., sbp=...)")
 
     def to_global(self, placement: Any = None, sbp: Any = None) -> GlobalTensor:
-        """Make this local tensor the local part of a global tensor laid out as ``sbp`` over ``placement``."""
+        """Make this local tensor the local part of a global tensor laid out as ``sbp`` over ``placement``
+        (inside ``nn.Graph.build``: a node, lowered to boxing or a move)."""
+        if self.is_lazy:
+            p = None if placement is None else check_for_tensors(placement)
+            s = None if sbp is None else sbp_kinds.for_tensor(sbp_kinds.one(sbp), self.ndim)
+            return apply(TO_GLOBAL_LAZY, self, placement=p, sbp=s)
         return local_to_global(self, placement, sbp)
 
     def to_local(self) -> Tensor:

@@ -29,8 +29,10 @@ from ..dynamic.tensor import Tensor
 from ..ops._op import Op
 from ..static.ir import CONSTANT, INPUT, OP, OPTIMIZER, STATE, Graph, Node
 from . import boxing, comm
-from .global_tensor import GlobalTensor, make
+from .global_tensor import TO_GLOBAL_BACK, TO_GLOBAL_LAZY, GlobalTensor, make, relayout_
 from .sbp import broadcast as B
+from .sbp import partial_sum as P
+from .sbp import split
 from .sbp_rules import signature
 
 
@@ -54,78 +56,120 @@ class GlobalGraph(Graph):
         out = []
         for node, array in zip(self.outputs, arrays):
             layout = self.layouts.get(node.name)
-            out.append(make(array, node.device, layout.placement, layout.sbp, layout.shape) if layout else
-                       Tensor.wrap(array, node.device))
+            out.append(make(array, node.device, layout.placement, layout.sbp, layout.shape)
+                       if layout is not None and layout.placement is not None else Tensor.wrap(array, node.device))
         return out
 
 
 class Boxing(Op):
-    """Turn this process's part of a value from one SBP into another (one collective, or a local step)."""
+    """Turn this process's part of a value from one SBP into another (one collective, or a local step), among
+    the processes ``ranks`` of its placement."""
 
     name = "boxing"
 
-    def forward(self, xp: Any, a: Any, src: Any = None, dst: Any = None, shape: tuple = ()) -> Any:
-        return boxing.convert(xp, a, src, dst, shape)
+    def forward(self, xp: Any, a: Any, src: Any = None, dst: Any = None, shape: tuple = (), ranks: tuple = ()) -> Any:
+        return boxing.convert(xp, a, src, dst, shape, ranks=ranks)
 
-    def describe(self, src: Any = None, dst: Any = None, shape: tuple = ()) -> str:
-        return f"boxing[{src.short}->{dst.short}: {boxing.PATHS[boxing.kind(src), boxing.kind(dst)]}]"
+    def describe(self, src: Any = None, dst: Any = None, shape: tuple = (), ranks: tuple = ()) -> str:
+        how = boxing.PATHS.get((boxing.kind(src), boxing.kind(dst)), "a copy") if src != dst else "a copy"
+        return f"boxing[{src.short}->{dst.short}: {how}]"
 
 
-BOXING = Boxing()
+class Move(Op):
+    """Move a value from the processes of one placement to those of another (a pipeline stage's output to the
+    next stage): :func:`toynet.distributed.boxing.move`."""
+
+    name = "move"
+
+    def forward(self, xp: Any, a: Any, src: tuple = (), src_sbp: Any = None, dst: tuple = (), dst_sbp: Any = None,
+                shape: tuple = (), dtype: Any = None) -> Any:
+        return boxing.move(xp, a, src, src_sbp, dst, dst_sbp, shape, dtype)
+
+    def describe(self, src: tuple = (), src_sbp: Any = None, dst: tuple = (), dst_sbp: Any = None, **_: Any) -> str:
+        return f"move[ranks {list(src)} {src_sbp.short} -> ranks {list(dst)} {dst_sbp.short}]"
+
+
+class Elsewhere(Op):
+    """An op of a placement this process is not one of: it holds no part of the value, an empty array."""
+
+    name = "elsewhere"
+
+    def forward(self, xp: Any, *args: Any, op: str = "", dtype: Any = None) -> Any:
+        return xp.empty((0,), dtype=dtype)
+
+    def describe(self, op: str = "", dtype: Any = None) -> str:
+        return f"elsewhere[{op}]"
+
+
+BOXING, MOVE, ELSEWHERE = Boxing(), Move(), Elsewhere()
 
 
 class _Stand:
-    """What an SBP rule reads of an input: its logical shape and its SBP (sbp_rules.sbp_of reads ``_sbp``)."""
+    """What an SBP rule reads of an input: its logical shape, its SBP and placement (as a GlobalTensor has)."""
 
-    __slots__ = ("_sbp", "ndim", "shape")
+    __slots__ = ("_placement", "_sbp", "ndim", "shape")
 
-    def __init__(self, layout: Layout):
-        self.shape, self._sbp, self.ndim = layout.shape, layout.sbp, len(layout.shape)
+    def __init__(self, layout: Layout, placement: Any):
+        self.shape, self._sbp, self.ndim, self._placement = layout.shape, layout.sbp, len(layout.shape), placement
 
 
 def has_global(leaves: list, states: dict) -> bool:
     return any(isinstance(t, GlobalTensor) for t in (*leaves, *states.values()))
 
 
-def lower(graph: Graph, leaves: list, states: dict[str, Tensor]) -> Graph:
+def lower(graph: Graph, leaves: list, states: dict[str, Tensor], settings: dict | None = None) -> Graph:
     """``graph`` (traced on logical shapes) lowered to this process's part, if any of its inputs or states is
-    global; else ``graph`` itself. ``leaves``: the call's flattened arguments; ``states``: state name -> tensor."""
+    global; else ``graph`` itself. ``leaves``: the call's flattened arguments; ``states``: state name -> tensor;
+    ``settings``: the graph's config settings (``zero``: shard the optimizer's state, see :func:`shard_slots`)."""
     tensors = [t for t in leaves if isinstance(t, Tensor)]
     if not has_global(tensors, states):
         return graph
-    placement = next(t.placement for t in (*tensors, *states.values()) if isinstance(t, GlobalTensor))
+    if (settings or {}).get("zero"):
+        shard_slots(graph, states, settings["zero"])
     copied = graph.copy()
     lowered = GlobalGraph(**{f: getattr(copied, f) for f in Graph.__dataclass_fields__})
-    lowering = _Lowering(lowered, placement)
+    lowering = _Lowering(lowered)
     for node, t in zip([n for n in lowered.inputs if not n.attrs.get("number")], tensors):
         lowering.source(node, t, "input")
     lowering.run(states)
     return lowered
 
 
+def shard_slots(graph: Graph, states: dict[str, Tensor], zero: dict) -> None:
+    """ZeRO (``graph.config.enable_zero``): each optimizer slot of a broadcast parameter (momentum, Adam's
+    moments) is split along dim 0 over its placement, so each process keeps and updates 1/n of it. The
+    lowering then does the rest: the gradient (a partial sum) is reduce-scattered to the slot's split, the
+    update runs on each process's piece, and the new parameter is all-gathered back to broadcast."""
+    for node in graph.states:
+        t = states.get(node.state_name)
+        if node.state_kind == "optimizer" and isinstance(t, GlobalTensor) and t._sbp == B and t.ndim >= 1 and \
+                t.numel() >= zero["shard_min_size"] and t.shape[0] >= len(t._ranks):
+            relayout_(t, split(0))
+
+
 class _Lowering:
-    def __init__(self, graph: GlobalGraph, placement: Any):
-        self.graph, self.placement, self.layouts = graph, placement, graph.layouts
+    def __init__(self, graph: GlobalGraph):
+        self.graph, self.layouts = graph, graph.layouts
         self.nodes: list[Node] = []
+        self.placements: list[Any] = []
 
     def source(self, node: Node, t: Tensor | None, what: str) -> None:
-        """The layout of an input, state or constant: its tensor's if global, else broadcast."""
+        """The layout of an input, state or constant: its tensor's if global; the same value on every process
+        (placement None, read as broadcast by any op) for constants and a training step's own values."""
         if isinstance(t, GlobalTensor):
-            if t.placement != self.placement:
-                raise RuntimeError(f"nn.Graph {self.graph.name}: {what} {node.name} is on {t.placement}, other "
-                                   f"values on {self.placement}; put them on one placement with to_global")
             self.layouts[node.name] = Layout(t.placement, t._sbp, tuple(t.shape))
-            node.shape = tuple(t.to_local().shape)
+            self.placements.append(t.placement)
+            node.shape = tuple(t.array.shape)
         elif node.kind == STATE and node.state_kind in ("parameter", "buffer"):
             raise RuntimeError(f"nn.Graph {self.graph.name}: the {node.state_kind} {node.state_name} is a local "
-                               f"tensor but other values are global (on {self.placement}); make the module global "
-                               f"too, e.g. model.to_global(placement=..., sbp=toynet.sbp.broadcast)")
+                               f"tensor but other values are global; make the module global too, e.g. "
+                               f"model.to_global(placement=..., sbp=toynet.sbp.broadcast)")
         elif node.kind == INPUT:
             raise RuntimeError(f"nn.Graph {self.graph.name}: input {node.name} is a local tensor of shape "
-                               f"{tuple(node.shape)} but other values are global (on {self.placement}); global and "
-                               "local tensors do not mix: pass x.to_global(placement=..., sbp=...)")
+                               f"{tuple(node.shape)} but other values are global; global and local tensors do not "
+                               "mix: pass x.to_global(placement=..., sbp=...)")
         else:    # a constant, the step counter, a learning rate: the same value on every process
-            self.layouts[node.name] = Layout(self.placement, B, tuple(node.shape))
+            self.layouts[node.name] = Layout(None, B, tuple(node.shape))
 
     def run(self, states: dict[str, Tensor]) -> None:
         for node in self.graph.nodes:
@@ -138,40 +182,92 @@ class _Lowering:
             self.nodes.append(node)
         for name, value in list(self.graph.updates.items()):   # a new value is laid out as its state
             state = self.layouts[self.graph.state(name).name]
-            self.graph.updates[name] = self.boxed(value, state.sbp, OPTIMIZER)
+            if state.placement is not None and comm.rank() in state.placement.flat_ranks():
+                self.graph.updates[name] = self.boxed(value, state.sbp, OPTIMIZER, state.placement)
         self.graph.nodes = self.nodes
+
+    def placement_of(self, node: Node) -> Any:
+        """Where an op runs: where its inputs live (they must agree); None if they are on every process."""
+        found = [p for p in dict.fromkeys(self.layouts[x.name].placement for x in node.input_nodes) if p is not None]
+        if len(found) > 1:
+            raise RuntimeError(f"nn.Graph {self.graph.name}: {node.name} ({node.source}) reads values on two "
+                               f"placements, {found[0]} and {found[1]}; move one with x.to_global(placement=...)")
+        return found[0] if found else None
 
     def op(self, node: Node) -> None:
         if node.op.changes_device:
             raise RuntimeError(f"nn.Graph {self.graph.name}: {node.name} moves a global value to another device; "
-                               f"a global tensor's device comes from its placement ({self.placement})")
-        args = [_Stand(self.layouts[x.name]) if isinstance(x, Node) else x for x in node.inputs]
+                               "a global tensor's device comes from its placement")
+        if node.op is TO_GLOBAL_LAZY or node.op is TO_GLOBAL_BACK:
+            return self.relayout(node)
+        placement = self.placement_of(node)
+        if placement is None:        # computed from values every process holds: every process computes it
+            self.layouts[node.name] = Layout(None, B, tuple(node.shape))
+            return
+        args = [_Stand(self.layouts[x.name], placement) if isinstance(x, Node) else x for x in node.inputs]
         sig = signature(node.op, tuple(args), node.attrs)
-        node.inputs = tuple(self.boxed(x, need, node.phase) if isinstance(x, Node) else x
+        self.layouts[node.name] = Layout(placement, sig.output, tuple(node.shape))
+        if comm.rank() not in placement.flat_ranks():
+            self.elsewhere(node)
+            return
+        node.inputs = tuple(self.boxed(x, need, node.phase, placement) if isinstance(x, Node) else x
                             for x, need in zip(node.inputs, sig.inputs))
         if sig.attrs:
             node.attrs = {**node.attrs, **sig.attrs}
         if sig.forward is not None or (node.op.random and sig.output == B):
-            node.op = _local_op(node.op, sig.forward)
-        self.layouts[node.name] = Layout(self.placement, sig.output, tuple(node.shape))
-        node.shape = boxing.local_shape(tuple(node.shape), sig.output)
+            node.op = _local_op(node.op, sig.forward, placement.flat_ranks())
+        node.shape = boxing.local_shape(tuple(node.shape), sig.output, ranks=placement.flat_ranks())
 
-    def boxed(self, x: Node, need: Any, phase: str) -> Node:
-        """``x`` laid out as ``need``: ``x`` itself, or a new boxing node reading it (added to the graph)."""
+    def elsewhere(self, node: Node) -> None:
+        """``node`` is computed by other processes: here it is an empty array."""
+        node.attrs, node.shape = {"op": node.op.name, "dtype": node.dtype.array_dtype}, (0,)
+        node.op = ELSEWHERE
+
+    def relayout(self, node: Node) -> None:
+        """``x.to_global(placement=, sbp=)`` in build() (or its gradient, back to where x came from): a boxing
+        node on the same placement, a move to another."""
+        x = node.inputs[0]
+        have = self.layouts[x.name]
+        if node.op is TO_GLOBAL_LAZY:
+            placement = node.attrs["placement"] or have.placement
+            sbp = node.attrs["sbp"] or have.sbp
+        else:                         # the gradient goes back to the forward input's placement
+            like = self.layouts[node.inputs[1].name]
+            placement, sbp = like.placement, (B if like.sbp == P else like.sbp)
+        node.inputs = (x,)
+        self.layouts[node.name] = Layout(placement, sbp, have.shape)
+        src = have.placement.flat_ranks() if have.placement is not None else tuple(range(comm.world_size()))
+        dst = placement.flat_ranks()
+        if placement == have.placement or have.placement is None:
+            if comm.rank() not in dst:
+                return self.elsewhere(node)
+            node.op, node.attrs = BOXING, {"src": have.sbp if have.placement else B, "dst": sbp, "shape": have.shape,
+                                           "ranks": dst}
+        else:
+            node.op = MOVE
+            node.attrs = {"src": src, "src_sbp": have.sbp, "dst": dst, "dst_sbp": sbp, "shape": have.shape,
+                          "dtype": node.dtype.array_dtype}
+        node.shape = boxing.local_shape(have.shape, sbp, ranks=dst)
+
+    def boxed(self, x: Node, need: Any, phase: str, placement: Any) -> Node:
+        """``x`` laid out as ``need`` on ``placement``: ``x`` itself, or a new boxing node reading it (added to the
+        graph). A value every process holds whole (placement None) counts as broadcast on any placement."""
         have = self.layouts[x.name]
         if need is None or have.sbp == need:
             return x
+        have = have if have.placement is not None else Layout(placement, B, have.shape)
+        ranks = have.placement.flat_ranks()
         name = f"{x.scope}-boxing-{len(self.nodes)}".lstrip("-")
-        box = self.graph.add(Node(name, OP, boxing.local_shape(have.shape, need), x.dtype, x.device, op=BOXING,
-                                  inputs=(x,), attrs={"src": have.sbp, "dst": need, "shape": have.shape},
-                                  phase=phase, scope=x.scope, source=f"boxing of {x.name}"))
+        box = self.graph.add(Node(name, OP, boxing.local_shape(have.shape, need, ranks=ranks), x.dtype, x.device,
+                                  op=BOXING, inputs=(x,), phase=phase, scope=x.scope, source=f"boxing of {x.name}",
+                                  attrs={"src": have.sbp, "dst": need, "shape": have.shape, "ranks": ranks}))
         self.graph.nodes.pop()      # (add() appended it; it runs just before its reader)
         self.nodes.append(box)
         self.layouts[box.name] = Layout(have.placement, need, have.shape)
         return box
 
 
-def _local_op(op: Op, forward: Any) -> Op:
+def _local_op(op: Op, forward: Any, ranks: tuple) -> Op:
     """``op`` computing one process's part: with the rule's local forward, and a random op's numbers drawn by
     the first process and sent to all (as the eager interpreter does), so that every process agrees."""
     local = copy.copy(op)
@@ -179,6 +275,6 @@ def _local_op(op: Op, forward: Any) -> Op:
 
     def forward_here(xp: Any, *args: Any, **attrs: Any) -> Any:
         out = xp.asarray(run(xp, *args, **({} if forward is not None else attrs)))
-        return xp.asarray(comm.broadcast(out, root=0)) if op.random else out
+        return xp.asarray(comm.broadcast(out, root=ranks[0], ranks=ranks)) if op.random else out
     local.forward, local.elementwise, local.supports_out = forward_here, False, False
     return local

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 #: The exit code of a rank that stops because another one failed (the failing one exits with its own: 1 for
 #: an uncaught exception). The launcher tells them apart by it, to name the rank that failed first.
@@ -79,9 +80,10 @@ class Guard:
                 self.send(peer, message)
 
     @contextlib.contextmanager
-    def collective(self, name: str) -> Iterator[None]:
-        """Mark the time this rank spends waiting in a collective (what :meth:`_watch_collectives` checks)."""
-        self.current = (name, time.monotonic())
+    def collective(self, name: str, ranks: Any = None) -> Iterator[None]:
+        """Mark the time this rank spends waiting in a collective (what :meth:`_watch_collectives` checks) of
+        ``ranks`` (None: every rank)."""
+        self.current = (name, time.monotonic(), ranks)
         try:
             yield
         finally:
@@ -134,9 +136,9 @@ class Guard:
             current = self.current
             if current is None or not self.finished:
                 continue
-            name, since = current
+            name, since, ranks = current
             for peer, when in list(self.finished.items()):
-                if time.monotonic() - max(when, since) > GRACE:
+                if (ranks is None or peer in ranks) and time.monotonic() - max(when, since) > GRACE:
                     say(f"rank {self.rank} waits in {name}, but rank {peer} has ended its program: the ranks "
                         "ran different collectives (one left early, or skipped a step), so it can never "
                         "complete; stopping the run")

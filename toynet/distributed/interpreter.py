@@ -73,24 +73,33 @@ def run(op: Any, inputs: tuple, attrs: dict) -> GlobalTensor:
                            "it cannot be moved with .to(device)")
     sig = signature(op, inputs, attrs)
     boxed = tuple(box(x, s) if isinstance(x, GlobalTensor) else x for x, s in zip(inputs, sig.inputs))
-    shape, _ = op.infer(*boxed, **attrs)                       # the logical shape, from the op's shape rule
+    shape, dtype = op.infer(*boxed, **attrs)                   # the logical shape, from the op's shape rule
     first = tensors[0]
-    xp = first.device.xp
-    args = [x.array if isinstance(x, Tensor) else x.item() if isinstance(x, _NUMBERS) else x for x in boxed]
-    out = sig.forward(xp, *args) if sig.forward is not None else op.forward(xp, *args, **(sig.attrs or attrs))
-    out = xp.asarray(out)
-    if op.random:        # every process drew its own numbers: the first one's are the value
-        out = xp.asarray(comm.broadcast(out, root=0))
-    expected = boxing.local_shape(tuple(shape), sig.output)
-    if tuple(out.shape) != expected:
-        raise RuntimeError(f"{op.name}: the SBP rule ({sig.rule}) gave a local part of shape {tuple(out.shape)}, "
-                           f"but a {tuple(shape)} value laid out as {sig.output!r} has parts of shape {expected} "
-                           "here; the rule is wrong (toynet.distributed.sbp_rules)")
+    xp, ranks = first.device.xp, first._ranks
+    if comm.rank() in ranks:
+        out = _compute(op, sig, boxed, attrs, xp, ranks, tuple(shape))
+    else:                # not one of the placement's processes: it holds no part and computes nothing
+        out = xp.empty((0,), dtype=dtype.array_dtype)
     result = make(out, first.device, first.placement, sig.output, shape)
     if mode.grad_enabled and out.dtype.kind == "f" and any(t.requires_grad for t in tensors):
         result.requires_grad = True
         result.grad_fn = GradFn(op, boxed, attrs, weakref.ref(result) if op.saves_output else None)
     return result
+
+
+def _compute(op: Any, sig: Any, boxed: tuple, attrs: dict, xp: Any, ranks: tuple, shape: tuple) -> Any:
+    """This process's part of the op's output: its forward (or the rule's) on the local parts."""
+    args = [x.array if isinstance(x, Tensor) else x.item() if isinstance(x, _NUMBERS) else x for x in boxed]
+    out = sig.forward(xp, *args) if sig.forward is not None else op.forward(xp, *args, **(sig.attrs or attrs))
+    out = xp.asarray(out)
+    if op.random:        # every process drew its own numbers: the first one's are the value
+        out = xp.asarray(comm.broadcast(out, root=ranks[0], ranks=ranks))
+    expected = boxing.local_shape(shape, sig.output, ranks=ranks)
+    if tuple(out.shape) != expected:
+        raise RuntimeError(f"{op.name}: the SBP rule ({sig.rule}) gave a local part of shape {tuple(out.shape)}, "
+                           f"but a {shape} value laid out as {sig.output!r} has parts of shape {expected} "
+                           "here; the rule is wrong (toynet.distributed.sbp_rules)")
+    return out
 
 
 def _check_inputs(what: str, tensors: list) -> None:
@@ -121,13 +130,14 @@ def _assign_global(target: GlobalTensor, value: Any) -> GlobalTensor:
         recording = mode.grad_enabled and not loading and (target.requires_grad or value.requires_grad)
         if tuple(value.shape) != tuple(target.shape):   # broadcast the value to the target's shape first
             whole = xp.broadcast_to(box(value, global_tensor.B).array, tuple(target.shape))
-            local = boxing.component(whole, target._sbp)
+            local = boxing.component(whole, target._sbp, ranks=target._ranks)
         else:
             value = box(value, target._sbp)
             local = value.array
     else:
         number = backend.as_device_value(value, target.device, target.dtype)
-        local = xp.zeros_like(target.array) if target._sbp == partial_sum and comm.rank() != 0 else number
+        first = comm.rank() == target._ranks[0]   # (a partial sum: the first process holds the number)
+        local = xp.zeros_like(target.array) if target._sbp == partial_sum and not first else number
     target.array[...] = local
     autograd.note_write(target, "copy_", rebased=recording)
     if recording:

@@ -2,16 +2,20 @@
 
 ``toynet.placement(type="cpu", ranks=[0, 1])``: on the CPUs of processes 0 and 1. ``ranks`` may be nested,
 ``[[0, 1], [2, 3]]``, to arrange the processes in a 2-D *hierarchy* (``placement.hierarchy == Size([2, 2])``),
-as OneFlow does for 2-D SBP (split along one axis of the grid, broadcast along the other). toynet keeps such
-placements, prints and compares them, but its global tensors live on 1-D placements of every process of the
-run for now (:func:`check_for_tensors`).
+as OneFlow does for 2-D SBP (split along one axis of the grid, broadcast along the other). A placement may
+name some of the processes only (``ranks=[1]``: a pipeline stage): the others hold an empty part of its
+tensors and skip their ops, and ``x.to_global(placement=other)`` moves a value between placements.
 
-``type="cuda"`` is accepted as in OneFlow, where each process uses the GPU of its ``LOCAL_RANK``; without a
-GPU it is a clear error at once, not a failure later.
+``type="cuda"`` is accepted as in OneFlow, where each process uses the GPU of its ``LOCAL_RANK``. OneFlow's
+distributed pages are written for GPUs, and a placement is a *logical* description of where the parts of a
+value live: on a machine without a GPU (or without CuPy) a "cuda" placement keeps its type, prints as written,
+and its processes compute on their CPUs, after one warning that says so. (A *local* tensor's
+``.to("cuda")`` still fails without a GPU: that asks for a device, not for a layout over processes.)
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from .. import backend
@@ -20,15 +24,20 @@ from ..dynamic.tensor import Size
 from .world import describe
 
 
+_warned: list[bool] = []   # the no-GPU warning is given once a run
+
+
 class placement:
     __slots__ = ("_ranks", "hierarchy", "type")
 
     def __init__(self, type: str = "cpu", ranks: Any = None):
         if type not in ("cpu", "cuda"):
             raise ValueError(f"placement type must be 'cpu' or 'cuda', got {type!r}")
-        if type == "cuda" and not backend.cuda_is_available():
-            raise RuntimeError("placement type 'cuda' needs a GPU and CuPy: toynet.cuda.is_available() is False "
-                               "here; use toynet.placement('cpu', ranks)")
+        if type == "cuda" and not backend.cuda_is_available() and not _warned:
+            _warned.append(True)
+            warnings.warn("placement type 'cuda', but toynet.cuda.is_available() is False here (no GPU, or no CuPy): "
+                          "the processes of cuda placements compute on their CPUs. Install CuPy on a GPU machine to "
+                          "use the GPUs, or write toynet.placement('cpu', ranks)", UserWarning, stacklevel=2)
         if ranks is None:
             raise TypeError("placement needs ranks: the processes, e.g. toynet.placement('cpu', ranks=[0, 1])")
         self.type = type
@@ -54,8 +63,11 @@ class placement:
         return tuple(flat)
 
     def device(self) -> Device:
-        """The device this process holds its part on: the CPU, or the GPU of its LOCAL_RANK."""
-        return CPU if self.type == "cpu" else Device("cuda", describe().local_rank)
+        """The device this process holds its part on: the CPU, or the GPU of its LOCAL_RANK (the CPU when the
+        machine has no GPU: see the module's docstring)."""
+        if self.type == "cpu" or not backend.cuda_is_available():
+            return CPU
+        return Device("cuda", describe().local_rank)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, placement) and (self.type, self._ranks) == (other.type, other._ranks)
@@ -80,10 +92,6 @@ def check_for_tensors(p: Any) -> placement:
         raise ValueError(f"{p} names rank(s) {missing}, but this run has {w.size} process(es) (ranks "
                          f"{list(range(w.size))}); start it with enough processes, e.g. python -m "
                          f"toynet.distributed.launch --nproc_per_node {max(p.flat_ranks()) + 1} script.py")
-    if p.flat_ranks() != tuple(range(w.size)):
-        raise NotImplementedError(f"{p}: toynet's global tensors live on every process of the run, in order, "
-                                  f"ranks={list(range(w.size))} (world size {w.size}); a placement on some of "
-                                  "them only is not supported yet. toynet.placement.all('cpu') gives that one")
     return p
 
 

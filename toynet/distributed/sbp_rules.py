@@ -74,8 +74,11 @@ def _dim(s: sbp | None) -> int | None:
     return s.dim if isinstance(s, split) else None
 
 
-def _local(n: int) -> int:
-    return comm.shard_sizes(n, comm.world_size())[comm.rank()]
+def _local(n: int, x: Any) -> int:
+    """The size of this process's piece of a length ``n`` cut over the processes of ``x``'s placement (0 for a
+    process outside it)."""
+    ranks = x._placement.flat_ranks()
+    return comm.shard_sizes(n, len(ranks))[ranks.index(comm.rank())] if comm.rank() in ranks else 0
 
 
 def fallback(op: Any, inputs: tuple, attrs: dict) -> Signature:
@@ -177,7 +180,7 @@ def sum_to(op: Any, inputs: tuple, attrs: dict) -> Signature | None:
     if s.dim in summed_axes(tuple(x.shape), shape):
         return Signature((s,), P, f"sum_to: S({s.dim}) summed away -> P")
     out = list(shape)
-    out[s.dim - lead] = _local(shape[s.dim - lead])
+    out[s.dim - lead] = _local(shape[s.dim - lead], x)
     return Signature((s,), split(s.dim - lead), f"sum_to: S({s.dim}) kept -> S({s.dim - lead})",
                      attrs={"shape": tuple(out)})
 
@@ -202,7 +205,7 @@ def reshape(op: Any, inputs: tuple, attrs: dict) -> Signature | None:
     d = s.dim
     if tuple(x.shape[:d + 1]) != shape[:d + 1]:
         return None
-    local = shape[:d] + (_local(shape[d]),) + shape[d + 1:]
+    local = shape[:d] + (_local(shape[d], x),) + shape[d + 1:]
     return Signature((s,), s, f"reshape: S({d}) keeps dims 0..{d} -> S({d})", attrs={"shape": local})
 
 
@@ -214,7 +217,7 @@ def broadcast_to(op: Any, inputs: tuple, attrs: dict) -> Signature | None:
     if x.shape[s.dim] == 1:
         return None
     D = s.dim + len(shape) - x.ndim
-    local = shape[:D] + (_local(shape[D]),) + shape[D + 1:]
+    local = shape[:D] + (_local(shape[D], x),) + shape[D + 1:]
     return Signature((s,), split(D), f"broadcast_to: S({s.dim}) -> S({D})", attrs={"shape": local})
 
 
