@@ -308,6 +308,35 @@ def test_a_global_graph_trains_as_one_process_does_whatever_the_layout(tmp_path)
     assert re.search(r"OPERATOR: model\.0\.weight-boxing-\d+\(.*sbp=\(P\).*-> \(.*sbp=\(B\)", printed)
 
 
+def test_pipeline_stages_with_micro_batches_and_zero_train_as_one_process_does(tmp_path):
+    """set_stage on two placements (rank 0, rank 1) with 2 micro-batches equals one process on whole batches;
+    enable_zero splits Adam's moments over the ranks (reduce-scatter in, all-gather out) and changes nothing."""
+    (tmp_path / "two").mkdir()
+    code, _, err, _ = launch("graph_stages.py", 2, str(tmp_path / "two"))
+    assert code == 0, err
+    (tmp_path / "one").mkdir()
+    single = subprocess.run([sys.executable, str(SCRIPTS / "graph_stages.py"), str(tmp_path / "one")], cwd=ROOT,
+                            env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert single.returncode == 0, single.stderr
+    [one] = cases.read(tmp_path / "one", 1)
+    two = cases.read(tmp_path / "two", 2)
+    for case in ("pipeline 1", "pipeline 2", "zero off", "zero on"):
+        for got in two:
+            np.testing.assert_allclose(got[case]["losses"], one[case]["losses"], rtol=1e-5)
+            for mine, reference in zip(got[case]["after"], one[case]["after"]):
+                np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=1e-6)
+    for mine, reference in zip(one["pipeline 2"]["after"], one["pipeline 1"]["after"]):   # 2 micro-batches = 1 batch
+        np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=1e-7)
+    assert np.shape(one["pipeline 2"]["losses"]) == (3, 2)                                # a loss per micro-batch
+    assert two[0]["pipeline 2"]["local"] == [[5, 6], [5], [0], [0]]                       # each stage on its rank
+    assert two[1]["pipeline 2"]["local"] == [[0], [0], [3, 5], [3]]
+    assert "stage_id=0" in two[0]["pipeline 2"]["repr"]
+    slots = two[0]["zero on"]["slots"]
+    assert slots["0.exp_avg"] == ["S(0)", [4, 4]] and slots["3.exp_avg"] == ["B", [2]]    # (2 < shard_min_size)
+    assert {"P->S(0)", "S(0)->B"} <= set(two[0]["zero on"]["boxing"])
+    assert "P->S(0)" not in two[0]["zero off"]["boxing"]
+
+
 # ------------------------------------------------------------------------------------------ failures
 
 

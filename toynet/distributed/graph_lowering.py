@@ -93,6 +93,9 @@ class Elsewhere(Op):
     """An op of a placement this process is not one of: it holds no part of the value, an empty array."""
 
     name = "elsewhere"
+    #: Never merged or folded: two of them stand for different values (computed elsewhere), and merging them
+    #: here would merge the collectives that read them here but not on the processes that compute them.
+    random = True
 
     def forward(self, xp: Any, *args: Any, op: str = "", dtype: Any = None) -> Any:
         return xp.empty((0,), dtype=dtype)
@@ -117,18 +120,20 @@ def has_global(leaves: list, states: dict) -> bool:
     return any(isinstance(t, GlobalTensor) for t in (*leaves, *states.values()))
 
 
-def lower(graph: Graph, leaves: list, states: dict[str, Tensor], settings: dict | None = None) -> Graph:
+def lower(graph: Graph, leaves: list, states: dict[str, Tensor], owner: Any = None) -> Graph:
     """``graph`` (traced on logical shapes) lowered to this process's part, if any of its inputs or states is
     global; else ``graph`` itself. ``leaves``: the call's flattened arguments; ``states``: state name -> tensor;
-    ``settings``: the graph's config settings (``zero``: shard the optimizer's state, see :func:`shard_slots`)."""
+    ``owner``: the nn.Graph, whose settings say more (``config.enable_zero``: :func:`shard_slots`; modules
+    with ``config.set_stage``: :func:`stage_placements`)."""
     tensors = [t for t in leaves if isinstance(t, Tensor)]
     if not has_global(tensors, states):
         return graph
-    if (settings or {}).get("zero"):
+    settings = owner.config.plan_settings if owner is not None else {}
+    if settings.get("zero"):
         shard_slots(graph, states, settings["zero"])
     copied = graph.copy()
     lowered = GlobalGraph(**{f: getattr(copied, f) for f in Graph.__dataclass_fields__})
-    lowering = _Lowering(lowered)
+    lowering = _Lowering(lowered, stage_placements(owner) if owner is not None else {})
     for node, t in zip([n for n in lowered.inputs if not n.attrs.get("number")], tensors):
         lowering.source(node, t, "input")
     lowering.run(states)
@@ -147,9 +152,21 @@ def shard_slots(graph: Graph, states: dict[str, Tensor], zero: dict) -> None:
             relayout_(t, split(0))
 
 
+def stage_placements(owner: Any) -> dict[str, Any]:
+    """Module path -> placement of each module of the nn.Graph ``owner`` made a pipeline stage
+    (``module.config.set_stage(stage_id, placement)``; read duck-typed: this floor does not import nn)."""
+    stages = {}
+    for name, module in owner._modules.items():
+        for path, m in module.named_modules(prefix=name):
+            placement = m.__dict__.get("_graph_module_settings", {}).get("stage_placement")
+            if placement is not None:
+                stages[path] = placement
+    return stages
+
+
 class _Lowering:
-    def __init__(self, graph: GlobalGraph):
-        self.graph, self.layouts = graph, graph.layouts
+    def __init__(self, graph: GlobalGraph, stages: dict[str, Any]):
+        self.graph, self.layouts, self.stages = graph, graph.layouts, stages
         self.nodes: list[Node] = []
         self.placements: list[Any] = []
 
@@ -187,8 +204,13 @@ class _Lowering:
         self.graph.nodes = self.nodes
 
     def placement_of(self, node: Node) -> Any:
-        """Where an op runs: where its inputs live (they must agree); None if they are on every process."""
+        """Where an op runs: where its inputs live (they must agree); None if they are on every process. In a
+        pipeline stage, inputs from another placement are first moved to the stage's (:meth:`moved`)."""
         found = [p for p in dict.fromkeys(self.layouts[x.name].placement for x in node.input_nodes) if p is not None]
+        stage = self.stage_of(node.scope)
+        if len(found) > 1 and stage is not None and stage in found:
+            node.inputs = tuple(self.moved(x, stage) if isinstance(x, Node) else x for x in node.inputs)
+            found = [stage]
         if len(found) > 1:
             raise RuntimeError(f"nn.Graph {self.graph.name}: {node.name} ({node.source}) reads values on two "
                                f"placements, {found[0]} and {found[1]}; move one with x.to_global(placement=...)")
@@ -217,6 +239,27 @@ class _Lowering:
         if sig.forward is not None or (node.op.random and sig.output == B):
             node.op = _local_op(node.op, sig.forward, placement.flat_ranks())
         node.shape = boxing.local_shape(tuple(node.shape), sig.output, ranks=placement.flat_ranks())
+
+    def stage_of(self, scope: str) -> Any:
+        while scope:
+            if scope in self.stages:
+                return self.stages[scope]
+            scope = scope.rpartition(".")[0]
+        return None
+
+    def moved(self, x: Node, placement: Any) -> Node:
+        """``x`` on ``placement`` (as broadcast): ``x`` itself, or a new move node reading it."""
+        have = self.layouts[x.name]
+        if have.placement is None or have.placement == placement:
+            return x
+        name = f"{x.scope}-move-{len(self.nodes)}".lstrip("-")
+        node = self.graph.add(Node(name, OP, have.shape, x.dtype, x.device, op=TO_GLOBAL_LAZY, inputs=(x,),
+                                   attrs={"placement": placement, "sbp": B}, phase=x.phase, scope=x.scope,
+                                   source=f"stage input {x.name}"))
+        self.graph.nodes.pop()
+        self.relayout(node)
+        self.nodes.append(node)
+        return node
 
     def elsewhere(self, node: Node) -> None:
         """``node`` is computed by other processes: here it is an empty array."""

@@ -254,7 +254,7 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
         # A training graph's step ends with its optimizers' updates (toynet.nn.graph_train).
         updates = (lambda tracer: trace_updates(tracer, self)) if self._optimizers else None
         fed = [b.lr_tensors for b in self._optimizers]
-        build = self.build if self._grad_scaler is None else scaled_build(self)
+        build = self.build if self._grad_scaler is None and self.config.accumulation_steps == 1 else scaled_build(self)
         watch = debug.watcher(record.stacks) if debug.level >= 1 or debug.op_repr else None
         try:
             traced, tracer = trace_step(self._name, build, leaves, spec, *self._states_and_paths(), updates=updates,
@@ -269,7 +269,7 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
             raise
         record.events.extend(tracer.events)
         if any(isinstance(t, GlobalTensor) for t in (*leaves, *tracer.state_tensors.values())):
-            traced = lower_global(traced, leaves, tracer.state_tensors)  # the SBP compiler: each process's part
+            traced = lower_global(traced, leaves, tracer.state_tensors, self)  # SBP: each process's part
         if any(a is not b.lr_tensors for a, b in zip(fed, self._optimizers)):
             self._forget_plans()  # remade learning-rate inputs (another device): the other plans read the old
         compile_start = time.perf_counter()

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 from .. import backend, mode
 from ..dynamic.amp import GradScaler
-from ..dynamic.functional import where
-from ..static.trace import Tracer
+from ..dynamic.functional import cat, stack, where
+from ..static.trace import Tracer, flatten, unflatten
 from ..dynamic.tensor import Tensor
 from .module import CHANGES, Module
 
@@ -56,6 +56,27 @@ class GraphModule:
         return self
 
     @property
+    def stage_id(self) -> int | None:
+        """The pipeline stage this module is (``set_stage``), None if it is none."""
+        return self._settings().get("stage_id")
+
+    @property
+    def stage_placement(self) -> Any:
+        return self._settings().get("stage_placement")
+
+    def set_stage(self, stage_id: int, placement: Any = None) -> None:
+        """Make this module pipeline stage ``stage_id`` (numbered from 0) on ``placement``: in a graph of
+        global tensors, an input of the module that lives on another placement is moved to this one
+        (``to_global(placement=...)``) when the module reads it. With ``graph.config.set_gradient_accumulation_
+        steps(n)`` the stages work on micro-batches."""
+        if isinstance(stage_id, bool) or not isinstance(stage_id, int) or stage_id < 0:
+            raise ValueError(f"set_stage takes a stage number >= 0, got {stage_id!r}")
+        if placement is not None and not hasattr(placement, "flat_ranks"):
+            raise TypeError(f"set_stage(placement=...) takes a toynet.placement, got {placement!r}")
+        self._settings().update(stage_id=stage_id, stage_placement=placement)
+        CHANGES[0] += 1
+
+    @property
     def activation_checkpointing(self) -> bool:
         """Recompute this module's activations in backward instead of keeping them from forward."""
         return self._settings().get("activation_checkpointing", False)
@@ -80,7 +101,8 @@ class GraphModule:
         object.__setattr__(self, name, value)
 
     def __repr__(self) -> str:
-        return f"GraphModule({type(self.origin).__name__}, activation_checkpointing={self.activation_checkpointing})"
+        stage = f", stage_id={self.stage_id}" if self.stage_id is not None else ""
+        return f"GraphModule({type(self.origin).__name__}{stage}, activation_checkpointing={self.activation_checkpointing})"
 
 
 
@@ -102,10 +124,11 @@ def _on(tensor: Tensor, device: backend.Device) -> Tensor:
 
 
 def scaled_build(graph: Any) -> Callable:
-    """``graph.build``, or (with a grad scaler) build with the tracer's ``loss_scale`` set first."""
+    """``graph.build``, or (with a grad scaler) build with the tracer's ``loss_scale`` set first; with gradient
+    accumulation, build run once per micro-batch (:func:`accumulated`)."""
     scaler = graph.__dict__.get("_grad_scaler")
     if scaler is None:
-        return graph.build
+        return accumulated(graph, graph.build)
 
     def build(*args: Any, **kwargs: Any) -> Any:
         if not graph._optimizers:
@@ -118,7 +141,37 @@ def scaled_build(graph: Any) -> Callable:
         with tracer.scope(LOSS_SCALE, source="GradScaler"):
             tracer.loss_scale = tracer.add_state(LOSS_SCALE, "system", scaler.scale_tensor)
         return graph.build(*args, **kwargs)
-    return build
+    return accumulated(graph, build)
+
+
+def accumulated(graph: Any, build: Callable) -> Callable:
+    """``build`` as a step of ``graph.config.accumulation_steps`` micro-batches: every tensor argument is cut
+    along dim 0 into that many pieces, build runs on each in turn (each ``loss.backward()`` adding its
+    gradients, weighted 1/steps: the mean over micro-batches is the gradient of the whole batch), and the
+    results are joined: 0-d tensors stacked into shape ``(steps,)``, others concatenated along dim 0."""
+    steps = graph.config.accumulation_steps
+    if steps == 1:
+        return build
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        tracer = mode.current_tracer()
+        tracer.loss_scale = 1.0 / steps if tracer.loss_scale is None else tracer.loss_scale * (1.0 / steps)
+        leaves, spec = flatten((args, kwargs))
+        for t in leaves:
+            if t.ndim == 0 or t.shape[0] % steps:
+                raise ValueError(f"nn.Graph {graph.name}: gradient accumulation cuts each input's dim 0 into "
+                                 f"{steps} micro-batches, but an input has shape {tuple(t.shape)}; give inputs "
+                                 f"whose first dimension is a multiple of {steps}")
+        results = []
+        for k in range(steps):
+            pieces = [t[k * (t.shape[0] // steps):(k + 1) * (t.shape[0] // steps)] for t in leaves]
+            micro_args, micro_kwargs = unflatten(spec, iter(pieces))
+            results.append(flatten(build(*micro_args, **micro_kwargs)))
+        outputs, structure = results[0]
+        joined = [stack([r[0][i] for r in results]) if o.ndim == 0 else cat([r[0][i] for r in results])
+                  for i, o in enumerate(outputs)]
+        return unflatten(structure, iter(joined))
+    return step
 
 
 def unscale_and_check(tracer: Tracer, scaler: GradScaler, grads: dict[str, Tensor]

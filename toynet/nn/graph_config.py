@@ -28,6 +28,10 @@ class GraphConfig:
         self.static_arguments: frozenset[str] = frozenset()
         #: float16 matrix products with float32 master weights (see toynet.static.passes.amp).
         self.amp_enabled = False
+        #: How many micro-batches a training step's batch is cut into (set_gradient_accumulation_steps).
+        self.accumulation_steps = 1
+        #: The settings above that change what a plan computes, by name (the plans' guards compare them).
+        self.plan_settings: dict[str, Any] = {}
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "cache_limit" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -48,6 +52,46 @@ class GraphConfig:
         if not isinstance(mode, bool):
             raise TypeError(f"enable_amp() takes True or False, got {mode!r}")
         self.amp_enabled = mode
+        CHANGES[0] += 1  # the compiled plans' guards recheck their settings
+
+    def set_gradient_accumulation_steps(self, steps: int) -> None:
+        """Cut each call's batch (dim 0 of every tensor input) into ``steps`` micro-batches: build runs on each,
+        the gradients add up (each micro-batch's loss weighted 1/steps, so the step equals one on the whole
+        batch), and the optimizers step once. A 0-d output comes back with one value per micro-batch, shape
+        ``(steps,)``; others are joined along dim 0. Pipeline stages work on one micro-batch while the next
+        stage works on another."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"set_gradient_accumulation_steps takes a whole number >= 1, got {steps!r}")
+        self.accumulation_steps = steps
+        self._setting("gradient accumulation steps", steps if steps > 1 else None)
+
+    def enable_zero(self, mode: bool = True, *, stage: int = 2, shard_min_size: int = 1024,
+                    shard_restore_level: int = 1) -> None:
+        """ZeRO for a data-parallel graph of global tensors: every optimizer slot (momentum, Adam's moments)
+        of at least ``shard_min_size`` elements is split over the processes, each keeping and updating its
+        1/n; the gradients are reduce-scattered and the new parameters all-gathered. Stages 1 and 2 shard the
+        optimizer state (toynet's gradients live only inside the step, so 2 adds nothing); stage 3 would shard
+        the parameters too, which toynet does not do: it is refused."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"enable_zero() takes True or False, got {mode!r}")
+        if stage not in (1, 2, 3):
+            raise ValueError(f"enable_zero(stage=...) takes 1, 2 or 3, got {stage!r}")
+        if stage == 3 and mode:
+            raise NotImplementedError("enable_zero(stage=3) shards the parameters too, which toynet does not do; "
+                                      "stages 1 and 2 shard the optimizer state")
+        if isinstance(shard_min_size, bool) or not isinstance(shard_min_size, int) or shard_min_size < 1:
+            raise ValueError(f"enable_zero(shard_min_size=...) takes a whole number >= 1, got {shard_min_size!r}")
+        self._setting("zero", {"stage": stage, "shard_min_size": shard_min_size} if mode else None)
+
+    def set_zero_redundancy_optimizer_mode(self, mode: Any = None) -> None:
+        raise RuntimeError("`set_zero_redundancy_optimizer_mode` has been changed to `enable_zero`, please use "
+                           "`enable_zero(True)` to activate ZeRO optimization.")
+
+    def _setting(self, name: str, value: Any) -> None:
+        if value is None:
+            self.plan_settings.pop(name, None)
+        else:
+            self.plan_settings[name] = value
         CHANGES[0] += 1  # the compiled plans' guards recheck their settings
 
     def enable_pass(self, name: str, enabled: bool = True) -> None:

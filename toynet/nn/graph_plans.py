@@ -62,7 +62,7 @@ def compile_options(graph: Any) -> dict:
 def settings_of(graph: Any) -> dict:
     """The graph's settings a compiled plan depends on: AMP, the checkpointed modules, the grad scaler's."""
     scaler = graph.__dict__.get("_grad_scaler")
-    return {**compile_options(graph), "grad scaler": scaler.settings() if scaler is not None else None}
+    return {**compile_options(graph), "grad scaler": scaler and scaler.settings(), **graph.config.plan_settings}
 
 
 def checkpointed_paths(modules: dict[str, Any]) -> tuple[str, ...]:
@@ -297,8 +297,8 @@ def conditions_of(graph: Any, states: list[tuple[str, Tensor]]) -> list[Conditio
             for key in slots:
                 require(slots, (("key", key),), "optimizer", f"{label}'s slot {key!r} of a parameter was replaced")
 
-    require(settings_of, (("call", graph),), "graph", "AMP or activation checkpointing changed: the plan was "
-            "compiled with {then}; now {now}", same="==")
+    require(settings_of, (("call", graph),), "graph", "a setting changed (AMP, checkpointing, ZeRO, accumulation): "
+            "the plan was compiled with {then}; now {now}", same="==")
     return found
 
 
