@@ -169,9 +169,11 @@ class GlobalTensor(Tensor):
         return _with_suffixes("tensor(" + format_array(values, indent=len("tensor(")), parts)
 
 
-def make(array: Any, device: Any, placement: Any, sbp: Any, shape: tuple, requires_grad: bool = False) -> GlobalTensor:
-    """A global tensor around this process's part ``array`` (no copy, no communication)."""
-    t = GlobalTensor.__new__(GlobalTensor)
+def make(array: Any, device: Any, placement: Any, sbp: Any, shape: tuple, requires_grad: bool = False,
+         cls: type = GlobalTensor) -> GlobalTensor:
+    """A global tensor around this process's part ``array`` (no copy, no communication); ``cls``: a subclass
+    of GlobalTensor to make (a global ``nn.Parameter``)."""
+    t = GlobalTensor.__new__(cls)
     _alive[0] += 1
     if mode.tracer is None and INTERPRETER is not None:
         mode.tracer = INTERPRETER    # from now on ops look at their inputs: global ones go to the interpreter

@@ -12,8 +12,32 @@ from __future__ import annotations
 from typing import Any
 
 from .. import mode
+from ..distributed.global_tensor import GlobalTensor, make
 from ..dynamic.tensor_methods import attach
 from .module import Module
+from .parameter import Parameter
+
+
+class GlobalParameter(GlobalTensor, Parameter):
+    """``nn.Parameter(x)`` of a global tensor ``x`` (``flow.randn(5, 8, placement=P, sbp=B)``): a parameter,
+    held in parts by the processes of its placement, sharing ``x``'s part."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, data: GlobalTensor, requires_grad: bool = True) -> GlobalParameter:
+        if data.is_lazy:
+            raise RuntimeError("cannot make a Parameter from a lazy tensor inside nn.Graph.build()")
+        return make(data.array, data.device, data._placement, data._sbp, data._logical, requires_grad, cls=cls)
+
+    def __init__(self, data: Any = None, requires_grad: bool = True):
+        pass   # (made whole by of(), which Parameter.__new__ calls)
+
+    def __repr__(self) -> str:
+        return GlobalTensor.__repr__(self)
+
+
+Parameter.global_class = GlobalParameter
 
 
 class GlobalModuleMethods:
@@ -30,8 +54,11 @@ class GlobalModuleMethods:
                     layout = sbp(f"{prefix}.{key}".lstrip("."), t) if callable(sbp) else sbp
                     with mode.no_grad():
                         g = t.to_global(placement=placement, sbp=layout)
+                    if registry is module._parameters:
+                        g = GlobalParameter.of(g, t.requires_grad)
+                    else:
                         g = g.detach() if g is t else g   # (a fresh leaf even when the layout is unchanged)
-                    g.requires_grad = t.requires_grad
+                        g.requires_grad = t.requires_grad
                     registry[key] = g
         return self
 
@@ -42,8 +69,8 @@ class GlobalModuleMethods:
                 for key, t in list(registry.items()):
                     if t is not None and t.is_global:
                         local = t.to_local().detach()
-                        local.requires_grad = t.requires_grad
-                        registry[key] = local
+                        registry[key] = Parameter(local, t.requires_grad) if registry is module._parameters else \
+                            local.requires_grad_(t.requires_grad)
         return self
 
 

@@ -16,6 +16,13 @@ class Parameter(Tensor):
     """
 
     __slots__ = ()
+    #: The class of a parameter made from a global tensor (toynet.nn.module_global sets it).
+    global_class: Any = None
+
+    def __new__(cls, data: Any = None, requires_grad: bool = True) -> "Parameter":
+        if cls is Parameter and getattr(data, "is_global", False) is True and Parameter.global_class is not None:
+            return Parameter.global_class.of(data, requires_grad)   # a global tensor makes a global parameter
+        return super().__new__(cls)
 
     def __init__(self, data: Any = None, requires_grad: bool = True):
         if data is None:
