@@ -337,6 +337,66 @@ def test_pipeline_stages_with_micro_batches_and_zero_train_as_one_process_does(t
     assert "P->S(0)" not in two[0]["zero off"]["boxing"]
 
 
+def test_global_view_saves_and_loads_a_split_state_dict_as_the_save_load_page_does(tmp_path):
+    """toynet.utils.global_view.to_global / to_local on a graph-like state dict split over 2 processes (one weight
+    along dim 1, the train step broadcast, numbers among the tensors), each rank's part saved in its own directory
+    and loaded back: the whole values every time, whatever the route (global_view.py)."""
+    code, _, err, _ = launch("global_view.py", 2, str(tmp_path))
+    assert code == 0, err
+    two = cases.read(tmp_path, 2)
+    whole, split = two[0]["whole"], two[0]["split"]
+    for name in ("global", "loaded"):
+        for r, got in enumerate(two):
+            for key, want in whole.items():
+                seen = got[name][key]
+                np.testing.assert_array_equal(seen["value"], want, err_msg=f"{name} {key} on rank {r}")
+                assert seen["shape"] == list(want.shape) and seen["type"] == "GlobalTensor", (name, key)
+                dim = split[key]
+                assert seen["sbp"] == ("B" if dim is None else f"S({dim})"), (name, key, seen["sbp"])
+                np.testing.assert_array_equal(seen["local"], want if dim is None else cases.shard(want, dim, 2, r))
+    for r, got in enumerate(two):
+        for key, want in whole.items():
+            np.testing.assert_array_equal(got["broadcast"][key]["local"], want)   # boxed to B: every part is whole
+            assert got["broadcast"][key]["sbp"] == "B"
+        assert got["types"] == ["OrderedDict", "OrderedDict"]
+        assert got["numbers"] == {"param_groups": [{"lr": 0.001, "momentum": 0.0}]}
+        assert got["saved"] == ["arrays.npz", "manifest.json", "structure.json"]   # a directory per rank
+        for key, part in got["loaded local"].items():
+            dim = split[key]
+            np.testing.assert_array_equal(part, whole[key] if dim is None else cases.shard(whole[key], dim, 2, r))
+        for key, (ranks, sbp, shape) in got["on [0]"].items():     # a placement of rank 0 only (the page's way)
+            part0 = whole[key] if split[key] is None else cases.shard(whole[key], split[key], 2, 0)
+            assert (ranks, shape) == ([0], list(part0.shape)), key
+            assert sbp == ("B" if split[key] is None else f"S({split[key]})"), key
+            np.testing.assert_array_equal(got["on [0] moved"][key]["local"], part0)
+        assert got["mismatch"].startswith("ValueError: to_global: every process must pass the same structure")
+        assert "rank 1 passed None" in got["mismatch"]
+        assert got["uneven"].startswith(f"RuntimeError: to_global of input['w'] (local shape ({2 + r}, 3)")
+
+
+def test_2d_sbp_over_a_grid_of_four_processes(tmp_path):
+    """placement ranks=[[0, 1], [2, 3]]: (B, S(0)) gives each row the whole value and each column the same half;
+    matmul's signature is derived axis by axis ((B, S(0)) x (S(1), B) -> (S(1), S(0))); 2-D boxing and the 2-D SBP
+    page's model give the values one process computes."""
+    code, _, err, _ = launch("sbp_2d.py", 4, str(tmp_path))
+    assert code == 0, err
+    got = cases.read(tmp_path, 4)
+    A = np.arange(24, dtype=np.float32).reshape(4, 6)
+    W = np.arange(48, dtype=np.float32).reshape(6, 8) / 10
+    for r, g in enumerate(got):
+        row, column = divmod(r, 2)
+        np.testing.assert_array_equal(g["a local"], cases.shard(A, 0, 2, column))        # (B, S(0))
+        np.testing.assert_allclose(g["y"], A @ W, rtol=1e-5)
+        assert g["y sbp"] == ["S(1)", "S(0)"]
+        np.testing.assert_allclose(g["y local"], cases.shard(cases.shard(A @ W, 1, 2, row), 0, 2, column), rtol=1e-5)
+        np.testing.assert_allclose(g["z local"], cases.shard(cases.shard(A @ W, 1, 2, row), 1, 2, column), rtol=1e-5)
+        np.testing.assert_allclose(g["p"], A.sum(axis=1), rtol=1e-6)
+        assert g["pred sbp"] == ["B", "S(0)"]
+        weight, bias, weight2, bias2 = g["params"]
+        want = np.maximum(g["x"] @ weight.T + bias, 0) @ weight2.T + bias2
+        np.testing.assert_allclose(g["pred"], want, rtol=1e-5, atol=1e-6)
+
+
 # ------------------------------------------------------------------------------------------ failures
 
 

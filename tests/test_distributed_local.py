@@ -262,10 +262,12 @@ def test_clear_errors():
         flow.ones(2).to_local()
     with pytest.raises(TypeError, match="needs both placement= and sbp="):
         flow.ones(2).to_global(placement=ONE)
-    with pytest.raises(NotImplementedError, match="2-D SBP"):
+    with pytest.raises(ValueError, match="2-D SBP, for a placement with a 2-D grid"):
         flow.ones(2, placement=ONE, sbp=(S0, B))
-    with pytest.raises(NotImplementedError, match="2-D hierarchy"):
+    with pytest.raises(ValueError, match=r"2-D grid of processes: sbp= needs one SBP per axis"):
         flow.ones(2, placement=flow.placement("cpu", [[0]]), sbp=B)
+    with pytest.raises(NotImplementedError, match="3-D grid"):
+        flow.ones(2, placement=flow.placement("cpu", [[[0]]]), sbp=(B, B, B))
     with pytest.raises(ValueError, match=r"split\(dim=2\) cannot cut a tensor of 2"):
         flow.ones(2, 3, placement=ONE, sbp=flow.sbp.split(2))
     with pytest.raises(RuntimeError, match="device comes from its placement"):
@@ -274,6 +276,16 @@ def test_clear_errors():
         x[0] = 1.0
     with pytest.raises(TypeError, match="cannot be copied or pickled yet"):
         copy.deepcopy(x)
+
+
+def test_2d_sbp_on_a_grid_of_one_process_reads_axis_by_axis():
+    grid = flow.placement("cpu", [[0]])
+    a = flow.ones(4, 6, placement=grid, sbp=(B, S0)) * 2
+    w = flow.ones(6, 8, placement=grid, sbp=(S1, B))
+    y = a @ w
+    assert y.sbp == (S1, S0) and y.shape == (4, 8) and y.numpy().sum() == 4 * 8 * 12
+    assert y.to_global(sbp=(B, B)).sbp == (B, B) and y.to_local().shape == (4, 8)
+    assert "sbp=(toynet.sbp.split(dim=1), toynet.sbp.split(dim=0))" in repr(y)
 
 
 def test_a_graph_of_global_tensors_gives_global_tensors_and_says_their_layout():

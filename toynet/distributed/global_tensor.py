@@ -29,7 +29,7 @@ from ..dynamic.printing import format_array
 from ..dynamic.tensor import Size, Tensor, apply
 from ..dynamic.tensor_methods import attach
 from ..ops._op import Op
-from . import boxing, comm
+from . import boxing, boxing_nd, comm
 from . import sbp as sbp_kinds
 from .placement import check_for_tensors
 from .sbp import broadcast as B
@@ -67,12 +67,17 @@ class GlobalTensor(Tensor):
         return self._placement
 
     @property
-    def _ranks(self) -> tuple[int, ...]:
+    def _ranks(self) -> tuple:
+        """The processes of its placement: ranks in order, or the rows of a 2-D grid (for 2-D SBP)."""
+        return self._placement._ranks
+
+    @property
+    def _members(self) -> tuple[int, ...]:
         return self._placement.flat_ranks()
 
     @property
     def sbp(self) -> tuple:
-        return (self._sbp,)
+        return self._sbp if isinstance(self._sbp, tuple) else (self._sbp,)
 
     @property
     def shape(self) -> Size:
@@ -114,8 +119,9 @@ class GlobalTensor(Tensor):
     def to_global(self, placement: Any = None, sbp: Any = None) -> GlobalTensor:
         """The same value with another SBP (boxing), e.g. ``x.to_global(sbp=toynet.sbp.broadcast)``, or on other
         processes (``placement=``: a move, as from one pipeline stage to the next)."""
-        s = self._sbp if sbp is None else sbp_kinds.for_tensor(sbp_kinds.one(sbp), self.ndim)
-        if placement is not None and check_for_tensors(placement) != self._placement:
+        target = self._placement if placement is None else check_for_tensors(placement)
+        s = self._sbp if sbp is None else sbp_kinds.layout(sbp, target, self.ndim)
+        if target != self._placement:
             return move(self, placement, s)
         return box(self, s)
 
@@ -128,23 +134,26 @@ class GlobalTensor(Tensor):
         """A global tensor of logical ``size`` filled with ``fill_value`` (what backward's seed is made with):
         laid out like this one when the shapes agree (broadcast for a partial sum), else broadcast."""
         size = tuple(size)
-        s = (B if self._sbp == P else self._sbp) if size == self._logical else B
+        s = (_broadcast_like(self._sbp) if _has(self._sbp, P) else self._sbp) if size == self._logical else \
+            _broadcast_like(self._sbp)
         array_dtype = self.array.dtype if dtype is None else backend.to_dtype(dtype).array_dtype
         local = self.device.xp.full(boxing.local_shape(size, s, ranks=self._ranks), fill_value, dtype=array_dtype)
         return make(local, self.device, self._placement, s, size)
 
     def new_tensor(self, data: Any) -> GlobalTensor:
-        return from_logical(Tensor.from_data(data, dtype=self.dtype, device=self.device), self._placement, B)
+        return from_logical(Tensor.from_data(data, dtype=self.dtype, device=self.device), self._placement,
+                            _broadcast_like(self._sbp))
 
     # ------------------------------------------------------------------------------ its value
 
     def numpy(self) -> Any:
         """The whole logical value as a NumPy array (collective: every process must ask). A process outside
         the placement gets it too, from the placement's first process."""
-        whole = self if self._sbp == B else mode.call_with_grad_mode(False, box, self, B)
+        whole = mode.call_with_grad_mode(False, box, self, _broadcast_like(self._sbp))
         value = backend.to_numpy(whole.array, self.device)
-        if len(self._ranks) < comm.world_size():
-            value = comm.broadcast(value if comm.rank() == self._ranks[0] else None, root=self._ranks[0])
+        if len(self._members) < comm.world_size():
+            first = self._members[0]
+            value = comm.broadcast(value if comm.rank() == first else None, root=first)
         return value
 
     def item(self) -> Any:
@@ -203,9 +212,9 @@ class _ToGlobal(Op):
     name = "to_global"
 
     def vjp(self, grad: Any, inputs: tuple, output: Any, sbp: Any = None) -> tuple:
-        part = box(grad, B if sbp == P else sbp).to_local()
+        part = box(grad, _broadcast_like(sbp) if _has(sbp, P) else sbp).to_local()
         x = inputs[0]   # (a process outside the placement held no part: its tensor's gradient is zeros)
-        return (part if comm.rank() in grad._ranks else x.new_full(tuple(x.shape), 0.0),)
+        return (part if comm.rank() in grad._members else x.new_full(tuple(x.shape), 0.0),)
 
 
 class _ToLocal(Op):
@@ -216,7 +225,9 @@ class _ToLocal(Op):
 
     def vjp(self, grad: Any, inputs: tuple, output: Any) -> tuple:
         x = inputs[0]
-        return (local_to_global(grad, x._placement, P if x._sbp == B else x._sbp),)
+        partial = tuple(P if s == B else s for s in x._sbp) if isinstance(x._sbp, tuple) else (P if x._sbp == B else
+                                                                                               x._sbp)
+        return (local_to_global(grad, x._placement, partial),)
 
 
 BOX, TO_GLOBAL, TO_LOCAL = _Box(), _ToGlobal(), _ToLocal()
@@ -253,7 +264,7 @@ def move(x: GlobalTensor, placement: Any, s: Any) -> GlobalTensor:
     learn the shape."""
     p = check_for_tensors(placement)
     device = p.device()
-    part = boxing.move(x.device.xp, x.array, x._ranks, x._sbp, p.flat_ranks(), s, x._logical, x.array.dtype)
+    part = boxing.move(x.device.xp, x.array, x._ranks, x._sbp, p._ranks, s, x._logical, x.array.dtype)
     out = make(part if device is x.device else backend.from_host(backend.to_numpy(part, x.device), device, x.dtype),
                device, p, s, x._logical)
     if mode.grad_enabled and x.requires_grad:
@@ -311,10 +322,10 @@ def local_to_global(x: Tensor, placement: Any = None, sbp: Any = None) -> Global
         raise TypeError("to_global on a local tensor needs both placement= and sbp=, e.g. "
                         "x.to_global(placement=toynet.placement('cpu', ranks=[0, 1]), sbp=toynet.sbp.split(0))")
     p = check_for_tensors(placement)
-    s = sbp_kinds.for_tensor(sbp_kinds.one(sbp), x.ndim)
+    s = sbp_kinds.layout(sbp, p, x.ndim)
     if x.device != p.device():
         x = x.to(p.device())
-    logical = _logical_shape(tuple(x.shape), s, p.flat_ranks())
+    logical = _logical_shape(tuple(x.shape), s, p._ranks)
     if comm.rank() not in p.flat_ranks():   # not one of the placement's processes: its tensor is not a part
         x = Tensor.wrap(x.array.reshape(-1)[:0].copy(), x.device)
     out = make(x.array, x.device, p, s, logical)
@@ -325,7 +336,10 @@ def local_to_global(x: Tensor, placement: Any = None, sbp: Any = None) -> Global
 
 def _logical_shape(local: tuple, s: Any, ranks: tuple) -> tuple:
     """The logical shape of parts ``local`` laid out as ``s`` over ``ranks`` (every process learns it)."""
-    shapes = [shape for r, shape in enumerate(comm.all_gather_object(local)) if r in ranks]
+    everyone = comm.all_gather_object(local)
+    if isinstance(s, tuple):
+        return boxing_nd.logical_shape(dict(enumerate(everyone)), s, ranks)
+    shapes = [shape for r, shape in enumerate(everyone) if r in ranks]
     local = shapes[0]
     listed = ", ".join(f"rank {r}: {shape}" for r, shape in zip(ranks, shapes))
     if not isinstance(s, split):
@@ -350,10 +364,10 @@ def from_logical(t: Tensor, placement: Any, sbp: Any) -> GlobalTensor:
         raise TypeError("a global tensor needs both placement= and sbp=, e.g. placement=toynet.placement('cpu', "
                         "ranks=[0, 1]), sbp=toynet.sbp.broadcast")
     p = check_for_tensors(placement)
-    s = sbp_kinds.for_tensor(sbp_kinds.one(sbp), t.ndim)
+    s = sbp_kinds.layout(sbp, p, t.ndim)
     whole = comm.broadcast(backend.to_numpy(t.array, t.device), root=p.flat_ranks()[0])
     device = p.device()
-    part = boxing.component(whole, s, ranks=p.flat_ranks())
+    part = boxing.component(whole, s, ranks=p._ranks)
     return make(backend.from_host(part, device, t.dtype), device, p, s, tuple(t.shape), requires_grad=t.requires_grad)
 
 
@@ -370,6 +384,15 @@ def _with_suffixes(head: str, parts: list[str], linewidth: int = 80) -> str:
 
 
 # ------------------------------------------------------------------------------ on every (local) Tensor
+
+
+def _broadcast_like(s: Any) -> Any:
+    """Broadcast, in the form of ``s``: B, or (B, B) for 2-D SBP."""
+    return tuple(B for _ in s) if isinstance(s, tuple) else B
+
+
+def _has(s: Any, kind: Any) -> bool:
+    return kind in s if isinstance(s, tuple) else s == kind
 
 
 class NotGlobalError(AttributeError, RuntimeError):
@@ -398,7 +421,7 @@ class LocalTensorMethods:
         (inside ``nn.Graph.build``: a node, lowered to boxing or a move)."""
         if self.is_lazy:
             p = None if placement is None else check_for_tensors(placement)
-            s = None if sbp is None else sbp_kinds.for_tensor(sbp_kinds.one(sbp), self.ndim)
+            s = None if sbp is None else sbp_kinds.layout(sbp, p, self.ndim)
             return apply(TO_GLOBAL_LAZY, self, placement=p, sbp=s)
         return local_to_global(self, placement, sbp)
 

@@ -76,7 +76,7 @@ def run(op: Any, inputs: tuple, attrs: dict) -> GlobalTensor:
     shape, dtype = op.infer(*boxed, **attrs)                   # the logical shape, from the op's shape rule
     first = tensors[0]
     xp, ranks = first.device.xp, first._ranks
-    if comm.rank() in ranks:
+    if comm.rank() in first._members:
         out = _compute(op, sig, boxed, attrs, xp, ranks, tuple(shape))
     else:                # not one of the placement's processes: it holds no part and computes nothing
         out = xp.empty((0,), dtype=dtype.array_dtype)
@@ -93,13 +93,18 @@ def _compute(op: Any, sig: Any, boxed: tuple, attrs: dict, xp: Any, ranks: tuple
     out = sig.forward(xp, *args) if sig.forward is not None else op.forward(xp, *args, **(sig.attrs or attrs))
     out = xp.asarray(out)
     if op.random:        # every process drew its own numbers: the first one's are the value
-        out = xp.asarray(comm.broadcast(out, root=ranks[0], ranks=ranks))
+        members = _flat(ranks)
+        out = xp.asarray(comm.broadcast(out, root=members[0], ranks=members))
     expected = boxing.local_shape(shape, sig.output, ranks=ranks)
     if tuple(out.shape) != expected:
         raise RuntimeError(f"{op.name}: the SBP rule ({sig.rule}) gave a local part of shape {tuple(out.shape)}, "
                            f"but a {shape} value laid out as {sig.output!r} has parts of shape {expected} "
                            "here; the rule is wrong (toynet.distributed.sbp_rules)")
     return out
+
+
+def _flat(ranks: tuple) -> tuple:
+    return tuple(r for row in ranks for r in (row if isinstance(row, tuple) else (row,)))
 
 
 def _check_inputs(what: str, tensors: list) -> None:
@@ -129,15 +134,19 @@ def _assign_global(target: GlobalTensor, value: Any) -> GlobalTensor:
         loading = target.requires_grad and target.grad_fn is None   # a leaf being loaded: not differentiated
         recording = mode.grad_enabled and not loading and (target.requires_grad or value.requires_grad)
         if tuple(value.shape) != tuple(target.shape):   # broadcast the value to the target's shape first
-            whole = xp.broadcast_to(box(value, global_tensor.B).array, tuple(target.shape))
+            whole = xp.broadcast_to(box(value, global_tensor._broadcast_like(value._sbp)).array, tuple(target.shape))
             local = boxing.component(whole, target._sbp, ranks=target._ranks)
         else:
             value = box(value, target._sbp)
             local = value.array
     else:
         number = backend.as_device_value(value, target.device, target.dtype)
-        first = comm.rank() == target._ranks[0]   # (a partial sum: the first process holds the number)
-        local = xp.zeros_like(target.array) if target._sbp == partial_sum and not first else number
+        if isinstance(target._sbp, tuple):     # 2-D SBP: laid out as its parts would be
+            local = boxing.component(xp.broadcast_to(xp.asarray(number), tuple(target.shape)), target._sbp,
+                                     ranks=target._ranks)
+        else:
+            first = comm.rank() == target._members[0]   # (a partial sum: the first process holds the number)
+            local = xp.zeros_like(target.array) if target._sbp == partial_sum and not first else number
     target.array[...] = local
     autograd.note_write(target, "copy_", rebased=recording)
     if recording:

@@ -83,9 +83,9 @@ def check_for_tensors(p: Any) -> placement:
     """The placement of a global tensor: what toynet supports so far, with the reason when it does not."""
     if not isinstance(p, placement):
         raise TypeError(f"placement must be a toynet.placement, e.g. toynet.placement('cpu', ranks=[0, 1]); got {p!r}")
-    if len(p.hierarchy) != 1:
-        raise NotImplementedError(f"{p} has a {len(p.hierarchy)}-D hierarchy: global tensors on it need 2-D SBP, "
-                                  "which toynet does not have yet; use a 1-D list of ranks")
+    if len(p.hierarchy) > 2:
+        raise NotImplementedError(f"{p} has a {len(p.hierarchy)}-D grid of processes; toynet lays values out over "
+                                  "1-D and 2-D ones")
     w = describe()
     missing = [r for r in p.flat_ranks() if not 0 <= r < w.size]
     if missing:   # more ranks than processes: the run was started with too few

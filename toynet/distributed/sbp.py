@@ -82,14 +82,26 @@ def one(value: Any) -> sbp:
     """The single SBP of a 1-D placement, from ``sbp=`` as users write it: an SBP, or a tuple/list of one."""
     if isinstance(value, (tuple, list)):
         if len(value) != 1:
-            raise NotImplementedError(
-                f"sbp={value!r} has {len(value)} entries: that is 2-D SBP, for a placement with a 2-D hierarchy "
-                "of ranks, which toynet's global tensors do not support yet; give one, e.g. toynet.sbp.split(0)")
+            raise ValueError(f"sbp={value!r} has {len(value)} entries: that is 2-D SBP, for a placement with a 2-D "
+                             "grid of ranks (ranks=[[0, 1], [2, 3]]); a 1-D placement takes one, e.g. "
+                             "toynet.sbp.split(0)")
         value = value[0]
     if not isinstance(value, sbp):
         raise TypeError(f"sbp must be toynet.sbp.split(dim), toynet.sbp.broadcast or toynet.sbp.partial_sum, "
                         f"got {value!r}")
     return value
+
+
+def layout(value: Any, placement: Any, ndim: int) -> sbp | tuple:
+    """``sbp=`` as users write it, for a tensor of ``ndim`` dimensions on ``placement``: one SBP for a 1-D
+    placement (``split(0)`` or ``(split(0),)``), a tuple of one SBP per axis for a 2-D grid of processes."""
+    axes = len(placement.hierarchy) if placement is not None else 1
+    if axes == 1:
+        return for_tensor(one(value), ndim)
+    if not isinstance(value, (tuple, list)) or len(value) != axes:
+        raise ValueError(f"{placement} is a {axes}-D grid of processes: sbp= needs one SBP per axis, a tuple of "
+                         f"{axes} such as (toynet.sbp.broadcast, toynet.sbp.split(0)); got {value!r}")
+    return tuple(for_tensor(one(v), ndim) for v in value)
 
 
 def for_tensor(value: sbp, ndim: int) -> sbp:

@@ -16,6 +16,7 @@ elementwise         S(d), S(d) -> S(d)                     element i of the outp
 add, sub            P, P -> P                              a sum of sums is a sum
 mul, div, neg       P with B (or numbers) -> P             linear in the P input: (a1 + a2) * b = a1 b + a2 b
 matmul              S(0) x B -> S(0)                       rows of x give rows of y (data parallelism)
+                    S(batch) x B -> S(batch)               each matrix of a batch on its own
                     B x S(1) -> S(1)                       columns of w give columns of y (model parallelism)
                     S(1) x S(0) -> P                       each process adds up its share of the k products
                     B x B -> B, P x B -> P, B x P -> P
@@ -61,9 +62,39 @@ class Signature:
 
 def signature(op: Any, inputs: tuple, attrs: dict) -> Signature:
     """The signature op runs with on these global inputs (and Python numbers)."""
+    if any(isinstance(sbp_of(x), tuple) for x in inputs):
+        return signature_2d(op, inputs, attrs)
     rule = RULES.get(op.name) or (elementwise if op.elementwise else None)
     found = rule(op, inputs, attrs) if rule is not None else None
     return found if found is not None else fallback(op, inputs, attrs)
+
+
+class _Axis:
+    """One input seen along one axis of a 2-D grid: its logical shape and its SBP on that axis."""
+
+    __slots__ = ("_placement", "_sbp", "ndim", "shape")
+
+    def __init__(self, x: Any, s: sbp):
+        self.shape, self.ndim, self._sbp, self._placement = tuple(x.shape), x.ndim, s, x._placement
+
+
+def signature_2d(op: Any, inputs: tuple, attrs: dict) -> Signature:
+    """2-D SBP: the 1-D rules applied to each axis of the grid on its own, as OneFlow derives 2-D signatures
+    ((B, S(0)) x (S(1), B) -> (S(1), S(0)) for matmul). A rule that needs local sizes or its own local
+    computation (reshape, sum_to, mean over a split) is not split by axis: every input becomes (B, B)."""
+    axes = []
+    for k in range(2):
+        seen = tuple(_Axis(x, x._sbp[k]) if isinstance(sbp_of(x), tuple) else x for x in inputs)
+        sig = signature(op, seen, attrs)
+        if sig.attrs is not None or sig.forward is not None:
+            break
+        axes.append(sig)
+    else:
+        needs = tuple(None if sbp_of(x) is None else (axes[0].inputs[i], axes[1].inputs[i])
+                      for i, x in enumerate(inputs))
+        return Signature(needs, (axes[0].output, axes[1].output), f"{axes[0].rule}; {axes[1].rule}")
+    return Signature(tuple(None if sbp_of(x) is None else (B, B) for x in inputs), (B, B),
+                     f"{op.name}: 2-D, every input made (B, B)")
 
 
 def sbp_of(x: Any) -> sbp | None:
@@ -139,6 +170,8 @@ def matmul(op: Any, inputs: tuple, attrs: dict) -> Signature | None:
     out_ndim = max(a.ndim, b.ndim)
     row, k_a, k_b, col = split(a.ndim - 2), split(a.ndim - 1), split(b.ndim - 2), split(b.ndim - 1)
     sa, sb = sbp_of(a), sbp_of(b)
+    if isinstance(sa, split) and sa.dim < a.ndim - 2 and b.ndim == 2:   # a batch of matrices, one weight
+        return Signature((sa, B), split(sa.dim + out_ndim - a.ndim), "matmul: S(batch) x B -> S(batch)")
     if sa == row:
         return Signature((row, B), split(out_ndim - 2), "matmul: S(rows) x B -> S(rows)")
     if sb == col:

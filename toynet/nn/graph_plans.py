@@ -115,7 +115,7 @@ class CompiledGraph:
         self.reports = self.record = None
 
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{tuple(s)} {d.name}" for s, d, _ in self.key[0][1])
+        shapes = ", ".join(f"{tuple(s)} {d.name}" for s, d, *_ in self.key[0][1])
         return f"<CompiledGraph {self.plan.graph.name} for ({shapes})>"
 
 
