@@ -80,6 +80,10 @@ class Move(Op):
     next stage): :func:`toynet.distributed.boxing.move`."""
 
     name = "move"
+    #: Never merged: a process of the target placement may see two moves of equal inputs (the gradients of
+    #: two micro-batches, computed from the same values) where the sending processes see two different ones;
+    #: merging them here alone would leave the senders waiting for a collective that never comes.
+    random = True
 
     def forward(self, xp: Any, a: Any, src: tuple = (), src_sbp: Any = None, dst: tuple = (), dst_sbp: Any = None,
                 shape: tuple = (), dtype: Any = None) -> Any:

@@ -77,6 +77,6 @@ def tensor_repr(t: Any, leaf_grad_fn: str | None = None) -> str:
     values = t.numpy()
     body = format_array(values, indent=len("tensor("))
     parts = _suffixes(t, lazy_meta=False, leaf_grad_fn=leaf_grad_fn)
-    if values.size == 0:
+    if values.size == 0 and values.ndim != 1:   # (as OneFlow: tensor([], dtype=...) for an empty vector)
         parts.insert(0, f"size={tuple(t.shape)}")
     return "tensor(" + body + ", " + ", ".join(parts) + ")"

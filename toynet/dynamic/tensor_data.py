@@ -77,7 +77,9 @@ class TensorDataMethods:
         return int(self.item())
 
     def __format__(self, spec: str) -> str:
-        if spec and self.node is None and self.numel() == 1:
+        # As OneFlow: a 0-d tensor formats as its number (f"loss:{loss}" prints loss:0.0041...), a one-element
+        # tensor too when given a format spec; anything else as its repr.
+        if self.node is None and (self.ndim == 0 or (spec and self.numel() == 1)):
             return format(self.item(), spec)
         return format(repr(self), spec)
 

@@ -19,6 +19,8 @@ from .. import backend
 from ..dynamic.tensor import Tensor
 from ..utils.interrupts import defer_interrupts
 from ..utils.loading import prepared
+from ..distributed.placement import placement
+from ..distributed.sbp import broadcast
 from .graph_train import TRAIN_STEP
 from .module_state import commit_writes
 
@@ -66,6 +68,9 @@ class GraphStateMixin:
         extras: dict[str, Any] = {}
         if self._train_step is not None:
             extras[TRAIN_STEP] = self._train_step.detach()
+            layout = next((p.placement for m in self._modules.values() for p in m.parameters() if p.is_global), None)
+            if layout is not None:   # a graph of global tensors: its step count too, the same on every process
+                extras[TRAIN_STEP] = extras[TRAIN_STEP].to_global(placement=placement.all(layout.type), sbp=broadcast)
         names = self._parameter_names()
         for i, binding in enumerate(self._optimizers):
             opt = binding.optimizer

@@ -98,7 +98,8 @@ class ModuleState:
             if key not in state_dict:
                 continue
             try:
-                writes.append((target, prepared(state_dict[key], target.shape, target.dtype, target.device)))
+                writes.append((target, prepared(state_dict[key], target.shape, target.dtype, target.device,
+                                                getattr(target, "_placement", None))))
             except ShapeMismatch as error:
                 problems.append(f"size mismatch for {key!r}: the checkpoint has shape {error.got}, this model "
                                 f"has {error.expected}")

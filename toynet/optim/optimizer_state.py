@@ -193,7 +193,7 @@ class OptimizerState:
         """One loaded slot value (a tensor or an array), checked against the ``fresh`` slot, as a new
         tensor like it."""
         try:
-            ready = prepared(value, fresh.shape, fresh.dtype, fresh.device)
+            ready = prepared(value, fresh.shape, fresh.dtype, fresh.device, getattr(fresh, "_placement", None))
             problem = self.check_slot(name, ready.numpy())
         except ShapeMismatch as error:
             raise ValueError(f"{where} has shape {error.got}, the parameter needs {error.expected}") from None

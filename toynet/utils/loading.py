@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
+from ..distributed.global_tensor import GlobalTensor, from_logical
+from ..distributed.sbp import broadcast
 from ..dynamic.tensor import Tensor
 
 _np = backend.host  # NumPy, for the host-side checks
@@ -37,9 +39,22 @@ class ShapeMismatch(ValueError):
         self.got, self.expected = got, expected
 
 
-def prepared(value: Any, shape: tuple, dtype: backend.DType, device: backend.Device) -> Tensor:
+def prepared(value: Any, shape: tuple, dtype: backend.DType, device: backend.Device, placement: Any = None) -> Tensor:
     """``value`` checked for a target of ``shape``/``dtype``/``device``, as a tensor of that dtype and
-    device (a copy only when needed). Raises ``TypeError``/``ValueError`` saying what is wrong."""
+    device (a copy only when needed). Raises ``TypeError``/``ValueError`` saying what is wrong. For a global
+    target (``placement``: its placement) the value comes back global on that placement: a global value is
+    compared by its whole shape and moved there; a local one is the whole value, sent from the placement's
+    first process (the target's ``copy_`` then keeps each process's part of it)."""
+    if placement is not None:
+        if isinstance(value, GlobalTensor):
+            if tuple(value.shape) != tuple(shape):
+                raise ShapeMismatch(tuple(value.shape), tuple(shape))
+            value = value if value.dtype is dtype else value.to(dtype=dtype)
+            return value if value.placement == placement else value.to_global(placement=placement)
+        whole = prepared(value, shape, dtype, backend.CPU)
+        return from_logical(whole, placement, tuple(broadcast for _ in placement.hierarchy))
+    if isinstance(value, GlobalTensor):
+        value = value.numpy()    # a global value for a local target: its whole value (every process asks)
     if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
         # A PyTorch state dict's tensor (the torch2flow page): its values, through NumPy as the page does.
         value = value.detach().cpu().numpy()

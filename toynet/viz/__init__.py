@@ -15,6 +15,10 @@ DOT text; ``.render("file", format="png")`` saves it):
 
       flow.viz.draw(linear_graph.ir, forward_only=True)
 
+* a **global graph** (an nn.Graph on global tensors, its ``.ir``, or the lowered ``graph._last.traced``): the
+  same pictures, with each value's SBP under its type ("S(0)", "B", "P"), the boxing nodes as hexagons
+  ("boxing P->B" / "all_reduce") and the placement in the caption (:mod:`toynet.viz.draw_global_graph`).
+
 * an **nn.Graph**, by module (:mod:`toynet.viz.draw_module`): the outline ``print(graph)`` shows
   (one cluster per MODULE, its PARAMETER, BUFFER, INPUT and OUTPUT entries as nodes) with the ops of
   ``graph.ir`` inside the module they were traced in; ``depth=2`` draws modules two levels deep as
@@ -68,6 +72,7 @@ from ..dynamic.tensor import Tensor
 from . import gif, jupyter  # noqa: F401  (toynet.viz.gif.to_gif, toynet.viz.jupyter.enabled)
 from .dot import to_digraph
 from .draw_eager import eager_picture, walk_grad_fns
+from .draw_global_graph import annotate as annotate_global
 from .draw_module import blocks_depth, summary_module_picture
 from .draw_pass import pass_picture, renamed_by_passes, report_fields
 from .draw_static import summary_picture
@@ -159,7 +164,7 @@ def picture_of(obj: Any, *, max_nodes: int | str | None = "auto", names: Mapping
     if graph is not None:
         if names is not None:
             raise TypeError("names= is for eager tensors; a static graph's nodes already have names")
-        return summary_picture(graph, max_nodes, **_static_options(options))
+        return annotate_global(summary_picture(graph, max_nodes, **_static_options(options)), graph)
     roots = _as_tensors(obj)
     unknown = set(options) - {"show_values", "show_grads", "show_saved", "show_attrs", "literals"}
     if unknown:
@@ -214,11 +219,12 @@ def nn_graph_picture(nn_graph: Any, max_nodes: int | None = None, *, ir: str = "
         raise ValueError(f"ir must be 'optimized' (graph.ir) or 'traced' (graph.traced_ir), got {ir!r}")
     show_saved, module = options.pop("show_saved", None), options.pop("module", None)
     options = dict(_static_options(options), show_saved=show_saved, module=module)
-    graph, renamed = None, {}
+    graph, renamed, outline = None, {}, nn_graph.outline()
     if nn_graph.is_compiled:
         graph = nn_graph.ir if ir == "optimized" else nn_graph.traced_ir
         renamed = renamed_by_passes(nn_graph.passes) if ir == "optimized" else {}
-    return summary_module_picture(nn_graph.outline(), graph, max_nodes, renamed=renamed, **options)
+    picture = summary_module_picture(outline, graph, max_nodes, renamed=renamed, **options)
+    return annotate_global(picture, graph, outline, renamed)  # a global graph: SBPs, boxing, placement
 
 
 def _is_nn_graph(obj: Any) -> bool:
