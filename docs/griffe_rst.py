@@ -58,7 +58,8 @@ def _walk(obj: griffe.Object):
 def _package_of(obj: griffe.Object) -> tuple[str, str]:
     """The docstring's module, and the package its relative references (``.dce.run``) start from."""
     module = obj if obj.is_module else obj.module
-    package = module.path if module.is_package else module.path.rsplit(".", 1)[0]
+    # (an __init__ module is its package, at any depth: griffe's is_package is true for the top one only)
+    package = module.path if module.is_package or module.is_subpackage else module.path.rsplit(".", 1)[0]
     return module.path, package
 
 

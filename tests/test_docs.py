@@ -413,6 +413,15 @@ def test_relative_roles_resolve_from_the_package():
     assert 'identifier="toynet.static.ir.Graph"' in out
 
 
+def test_a_subpackage_init_resolves_relative_roles_from_itself():
+    """``:mod:`.world``` in toynet/distributed/__init__.py means toynet.distributed.world (griffe marks only the
+    top package's __init__ as a package; a subpackage's is a subpackage)."""
+    import griffe  # (docs/griffe_rst.py, imported above, needs it too)
+    toynet = griffe.load("toynet", search_paths=[str(ROOT)])
+    assert griffe_rst._package_of(toynet["distributed"]) == ("toynet.distributed", "toynet.distributed")
+    assert griffe_rst._package_of(toynet["distributed.world"]) == ("toynet.distributed.world", "toynet.distributed")
+
+
 def test_doctests_and_literal_blocks_are_fenced_for_highlighting():
     out = griffe_rst.convert("Example::\n\n    x = 1\n\n>>> 1 + 1\n2\n\nafter", ("m", "m"))
     assert out.split("\n") == ["Example:", "", "```python", "x = 1", "```", "", "```pycon", ">>> 1 + 1", "2", "```",

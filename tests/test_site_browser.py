@@ -46,7 +46,8 @@ from test_docs import NOTEBOOKS, build_site, crawl
 
 SHOTS = Path(os.environ.get("TOYNET_SHOTS", "/tmp/site-shots"))
 #: Pages to read: the home page, the lists, every notebook, and two API pages.
-PAGES = ["", "notebooks/", "figures/", *[f"notebooks/{nb.stem}/" for nb in NOTEBOOKS], "api/", "api/graph/"]
+PAGES = ["", "notebooks/", "figures/", *[f"notebooks/{nb.stem}/" for nb in NOTEBOOKS], "api/", "api/graph/",
+         "api/distributed/"]
 #: The pages photographed, and the file names of their screenshots.
 SCREENSHOTS = {"": "home.png", "notebooks/02_autograd_on_arrays/": "notebook-02.png", "api/graph/": "api-graph.png"}
 #: Requests off the site (and their console errors) forgiven, as extras a page reads fine without: fonts
