@@ -278,6 +278,16 @@ def test_clear_errors():
         copy.deepcopy(x)
 
 
+def test_every_sbp_rule_names_an_op_and_the_fast_paths_linear_keeps_the_layout():
+    assert set(sbp_rules.RULES) <= set(OPS), "a rule names an op that does not exist"
+    linear = OPS["linear"]   # (the fast path's fused x @ w^T + b)
+    x, w, b = flow.ones(4, 3, placement=ONE, sbp=S0), flow.ones(2, 3, placement=ONE, sbp=B), flow.ones(2, placement=ONE, sbp=B)
+    assert sbp_rules.signature(linear, (x, w, b), {}).output == S0
+    w0 = flow.ones(2, 3, placement=ONE, sbp=S0)
+    assert sbp_rules.signature(linear, (flow.ones(4, 3, placement=ONE, sbp=B), w0, b), {}).output == S1
+    assert sbp_rules.signature(OPS["linear_grad_weight"], (flow.ones(4, 2, placement=ONE, sbp=S0), x), {}).output == P
+
+
 def test_2d_sbp_on_a_grid_of_one_process_reads_axis_by_axis():
     grid = flow.placement("cpu", [[0]])
     a = flow.ones(4, 6, placement=grid, sbp=(B, S0)) * 2
