@@ -172,6 +172,7 @@ class _Lowering:
     def __init__(self, graph: GlobalGraph, stages: dict[str, Any]):
         self.graph, self.layouts, self.stages = graph, graph.layouts, stages
         self.nodes: list[Node] = []
+        self.moves: dict[tuple, Node] = {}     # (value, placement) -> the move node that took it there
         self.placements: list[Any] = []
 
     def source(self, node: Node, t: Tensor | None, what: str) -> None:
@@ -212,7 +213,7 @@ class _Lowering:
         pipeline stage, inputs from another placement are first moved to the stage's (:meth:`moved`)."""
         found = [p for p in dict.fromkeys(self.layouts[x.name].placement for x in node.input_nodes) if p is not None]
         stage = self.stage_of(node.scope)
-        if len(found) > 1 and stage is not None and stage in found:
+        if stage is not None and any(p != stage for p in found):   # a stage's op runs on the stage's placement
             node.inputs = tuple(self.moved(x, stage) if isinstance(x, Node) else x for x in node.inputs)
             found = [stage]
         if len(found) > 1:
@@ -252,10 +253,13 @@ class _Lowering:
         return None
 
     def moved(self, x: Node, placement: Any) -> Node:
-        """``x`` on ``placement`` (as broadcast): ``x`` itself, or a new move node reading it."""
+        """``x`` on ``placement`` (as broadcast): ``x`` itself, or a move node reading it, made once for every
+        reader on that placement (backward reads a stage's input again: it must not be sent twice)."""
         have = self.layouts[x.name]
         if have.placement is None or have.placement == placement:
             return x
+        if (x.name, placement) in self.moves:
+            return self.moves[x.name, placement]
         name = f"{x.scope}-move-{len(self.nodes)}".lstrip("-")
         node = self.graph.add(Node(name, OP, have.shape, x.dtype, x.device, op=TO_GLOBAL_LAZY, inputs=(x,),
                                    attrs={"placement": placement, "sbp": B}, phase=x.phase, scope=x.scope,
@@ -263,6 +267,7 @@ class _Lowering:
         self.graph.nodes.pop()
         self.relayout(node)
         self.nodes.append(node)
+        self.moves[x.name, placement] = node
         return node
 
     def elsewhere(self, node: Node) -> None:
