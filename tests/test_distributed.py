@@ -339,6 +339,25 @@ def test_pipeline_stages_with_micro_batches_and_zero_train_as_one_process_does(t
     assert "P->S(0)" not in two[0]["zero off"]["boxing"]
 
 
+def test_a_graph_on_a_grid_of_four_processes_trains_as_one_process_does(tmp_path):
+    """nn.Graph with 2-D SBP: (B, S(0)) inputs, (S(0), B) targets, (B, B) weights on a 2 x 2 grid; the lowering
+    derives each op's signature axis by axis and boxes row then column; training equals a 1 x 1 grid's."""
+    (tmp_path / "four").mkdir()
+    code, _, err, _ = launch("graph_2d.py", 4, str(tmp_path / "four"))
+    assert code == 0, err
+    (tmp_path / "one").mkdir()
+    single = subprocess.run([sys.executable, str(SCRIPTS / "graph_2d.py"), str(tmp_path / "one")], cwd=ROOT,
+                            env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert single.returncode == 0, single.stderr
+    [one] = cases.read(tmp_path / "one", 1)
+    for got in cases.read(tmp_path / "four", 4):
+        np.testing.assert_allclose(got["losses"], one["losses"], rtol=1e-5)
+        for mine, reference in zip(got["after"], one["after"]):
+            np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=1e-6)
+        assert got["local"] == [[4, 8], [4], [2, 4], [2]]                  # (B, B): every process holds it all
+        assert "boxing[P, P->B, B: 2-D: rows, then columns]" in got["boxing"]      # the gradients, on both axes
+
+
 def test_global_view_saves_and_loads_a_split_state_dict_as_the_save_load_page_does(tmp_path):
     """toynet.utils.global_view.to_global / to_local on a graph-like state dict split over 2 processes (one weight
     along dim 1, the train step broadcast, numbers among the tensors), each rank's part saved in its own directory

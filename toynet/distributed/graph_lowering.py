@@ -32,7 +32,7 @@ from . import boxing, comm
 from .global_tensor import TO_GLOBAL_BACK, TO_GLOBAL_LAZY, GlobalTensor, make, relayout_
 from .sbp import broadcast as B
 from .sbp import partial_sum as P
-from .sbp import split
+from .sbp import short, split
 from .sbp_rules import signature
 
 
@@ -71,8 +71,11 @@ class Boxing(Op):
         return boxing.convert(xp, a, src, dst, shape, ranks=ranks)
 
     def describe(self, src: Any = None, dst: Any = None, shape: tuple = (), ranks: tuple = ()) -> str:
-        how = boxing.PATHS.get((boxing.kind(src), boxing.kind(dst)), "a copy") if src != dst else "a copy"
-        return f"boxing[{src.short}->{dst.short}: {how}]"
+        if isinstance(dst, tuple):
+            how = "2-D: rows, then columns"
+        else:
+            how = boxing.PATHS.get((boxing.kind(src), boxing.kind(dst)), "a copy") if src != dst else "a copy"
+        return f"boxing[{short(src)}->{short(dst)}: {how}]"
 
 
 class Move(Op):
@@ -90,7 +93,7 @@ class Move(Op):
         return boxing.move(xp, a, src, src_sbp, dst, dst_sbp, shape, dtype)
 
     def describe(self, src: tuple = (), src_sbp: Any = None, dst: tuple = (), dst_sbp: Any = None, **_: Any) -> str:
-        return f"move[ranks {list(src)} {src_sbp.short} -> ranks {list(dst)} {dst_sbp.short}]"
+        return f"move[ranks {list(src)} {short(src_sbp)} -> ranks {list(dst)} {short(dst_sbp)}]"
 
 
 class Elsewhere(Op):
@@ -243,7 +246,7 @@ class _Lowering:
             node.attrs = {**node.attrs, **sig.attrs}
         if sig.forward is not None or (node.op.random and sig.output == B):
             node.op = _local_op(node.op, sig.forward, placement.flat_ranks())
-        node.shape = boxing.local_shape(tuple(node.shape), sig.output, ranks=placement.flat_ranks())
+        node.shape = boxing.local_shape(tuple(node.shape), sig.output, ranks=placement._ranks)
 
     def stage_of(self, scope: str) -> Any:
         while scope:
@@ -288,13 +291,13 @@ class _Lowering:
             placement, sbp = like.placement, (B if like.sbp == P else like.sbp)
         node.inputs = (x,)
         self.layouts[node.name] = Layout(placement, sbp, have.shape)
-        src = have.placement.flat_ranks() if have.placement is not None else tuple(range(comm.world_size()))
-        dst = placement.flat_ranks()
+        src = have.placement._ranks if have.placement is not None else tuple(range(comm.world_size()))
+        dst = placement._ranks      # (the rows of a 2-D grid, for 2-D SBP)
         if placement == have.placement or have.placement is None:
-            if comm.rank() not in dst:
+            if comm.rank() not in placement.flat_ranks():
                 return self.elsewhere(node)
-            node.op, node.attrs = BOXING, {"src": have.sbp if have.placement else B, "dst": sbp, "shape": have.shape,
-                                           "ranks": dst}
+            node.op, node.attrs = BOXING, {"src": have.sbp if have.placement else _whole(placement), "dst": sbp,
+                                           "shape": have.shape, "ranks": dst}
         else:
             node.op = MOVE
             node.attrs = {"src": src, "src_sbp": have.sbp, "dst": dst, "dst_sbp": sbp, "shape": have.shape,
@@ -307,8 +310,10 @@ class _Lowering:
         have = self.layouts[x.name]
         if need is None or have.sbp == need:
             return x
-        have = have if have.placement is not None else Layout(placement, B, have.shape)
-        ranks = have.placement.flat_ranks()
+        have = have if have.placement is not None else Layout(placement, _whole(placement), have.shape)
+        if have.sbp == need:
+            return x
+        ranks = have.placement._ranks
         name = f"{x.scope}-boxing-{len(self.nodes)}".lstrip("-")
         box = self.graph.add(Node(name, OP, boxing.local_shape(have.shape, need, ranks=ranks), x.dtype, x.device,
                                   op=BOXING, inputs=(x,), phase=phase, scope=x.scope, source=f"boxing of {x.name}",
@@ -317,6 +322,11 @@ class _Lowering:
         self.nodes.append(box)
         self.layouts[box.name] = Layout(have.placement, need, have.shape)
         return box
+
+
+def _whole(placement: Any) -> Any:
+    """Broadcast on ``placement``: B, or (B, B) on a 2-D grid."""
+    return B if len(placement.hierarchy) == 1 else tuple(B for _ in placement.hierarchy)
 
 
 def _local_op(op: Op, forward: Any, ranks: tuple) -> Op:

@@ -92,6 +92,11 @@ def one(value: Any) -> sbp:
     return value
 
 
+def short(layout: Any) -> str:
+    """``S(0)``, ``B``, ``P``; ``B, S(0)`` for 2-D SBP (one per axis of the grid), as OneFlow prints them."""
+    return ", ".join(s.short for s in layout) if isinstance(layout, tuple) else layout.short
+
+
 def layout(value: Any, placement: Any, ndim: int) -> sbp | tuple:
     """``sbp=`` as users write it, for a tensor of ``ndim`` dimensions on ``placement``: one SBP for a 1-D
     placement (``split(0)`` or ``(split(0),)``), a tuple of one SBP per axis for a 2-D grid of processes."""

@@ -33,6 +33,7 @@ import sys
 from typing import Any, Callable, NamedTuple
 
 from .. import mode
+from ..distributed.sbp import short
 from ..dynamic.printing import meta_repr
 from ..dynamic.tensor import Tensor
 from ..static.ir import Graph as StaticGraph
@@ -157,7 +158,7 @@ def operator_line(node: Any, location: str = "", layouts: dict | None = None) ->
     def meta(n: Any) -> str:
         layout = layouts.get(n.name) if layouts else None
         if layout is not None:
-            return f"(sbp=({layout.sbp.short}), size={tuple(layout.shape)}, dtype=({n.dtype!r}))"
+            return f"(sbp=({short(layout.sbp)}), size={tuple(layout.shape)}, dtype=({n.dtype!r}))"
         return f"(size={tuple(n.shape)}, dtype=({n.dtype!r}))"
     args = ", ".join(f"{x.name}/out:{meta(x)}" if hasattr(x, "shape") and hasattr(x, "name") else repr(x)
                      for x in node.inputs)

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..distributed import boxing, comm
+from ..distributed.sbp import short
 from ..static.ir import OP, Graph, Node
 from . import labels, style
 from .model import Picture
@@ -67,7 +68,7 @@ def where(placement: Any) -> str:
 def sbp_text(layout: Any, local_shape: tuple | None = None, placed: bool = False) -> str:
     """``S(0)``, ``B`` or ``P``; ``S(0) of [8, 3]`` when ``local_shape`` (the part drawn) is not the logical shape;
     ``placed``: followed by where (``B on cpu ranks [1]``), for a graph with values on several placements."""
-    text = layout.sbp.short
+    text = short(layout.sbp)
     if local_shape is not None and tuple(local_shape) != tuple(layout.shape):
         text += f" of [{', '.join(str(d) for d in layout.shape)}]"
     return text + (f" on {where(layout.placement)}" if placed and layout.placement is not None else "")
@@ -83,10 +84,13 @@ def boxing_lines(node: Node) -> list[str]:
     a move's: its SBPs and the processes it goes from and to."""
     if node.op_name == "move":
         src, dst = node.attrs["src_sbp"], node.attrs["dst_sbp"]
-        return [f"move {src.short}->{dst.short}", f"ranks {list(node.attrs['src'])} -> {list(node.attrs['dst'])}"]
+        return [f"move {short(src)}->{short(dst)}", f"ranks {list(node.attrs['src'])} -> {list(node.attrs['dst'])}"]
     src, dst = node.attrs["src"], node.attrs["dst"]
-    how = boxing.PATHS.get((boxing.kind(src), boxing.kind(dst)), "a copy") if src != dst else "a copy"
-    return [f"boxing {src.short}->{dst.short}", how]
+    if isinstance(dst, tuple):
+        how = "2-D: rows, then columns"
+    else:
+        how = boxing.PATHS.get((boxing.kind(src), boxing.kind(dst)), "a copy") if src != dst else "a copy"
+    return [f"boxing {short(src)}->{short(dst)}", how]
 
 
 def _here(placement: Any) -> bool:
