@@ -89,6 +89,19 @@ def launch(script: str, nproc: int, *args: str, **env: str) -> tuple[int, str, s
     return code, out, err, time.monotonic() - start
 
 
+def launched_and_alone(script: str, nproc: int, tmp_path: Path) -> tuple[dict, list[dict]]:
+    """Run ``script`` with ``nproc`` processes and then alone (its single-process reference): (the lone run's
+    results, each rank's results)."""
+    (tmp_path / "many").mkdir()
+    code, _, err, _ = launch(script, nproc, str(tmp_path / "many"))
+    assert code == 0, err
+    (tmp_path / "one").mkdir()
+    single = subprocess.run([sys.executable, str(SCRIPTS / script), str(tmp_path / "one")], cwd=ROOT, env=_env(),
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert single.returncode == 0, single.stderr
+    return cases.read(tmp_path / "one", 1)[0], cases.read(tmp_path / "many", nproc)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -258,15 +271,7 @@ def test_a_placement_on_some_ranks_only_and_a_move_between_placements(global_run
 
 
 def test_ddp_on_halves_equals_one_process_on_the_whole_batch(tmp_path):
-    (tmp_path / "two").mkdir()
-    code, _, err, _ = launch("ddp.py", 2, str(tmp_path / "two"))
-    assert code == 0, err
-    (tmp_path / "one").mkdir()
-    single = subprocess.run([sys.executable, str(SCRIPTS / "ddp.py"), str(tmp_path / "one")], cwd=ROOT, env=_env(),
-                            capture_output=True, text=True, timeout=TIMEOUT)
-    assert single.returncode == 0, single.stderr
-    [one] = cases.read(tmp_path / "one", 1)
-    two = cases.read(tmp_path / "two", 2)
+    one, two = launched_and_alone("ddp.py", 2, tmp_path)
     assert not all(np.allclose(a, b) for a, b in zip(two[0]["before"], two[1]["before"]))  # different seeds...
     for got in two:                                                                    # ...the same model after
         for mine, reference in zip(got["after"], one["after"]):
@@ -282,15 +287,7 @@ def test_ddp_on_halves_equals_one_process_on_the_whole_batch(tmp_path):
 def test_a_global_graph_trains_as_one_process_does_whatever_the_layout(tmp_path):
     """nn.Graph picks each op's SBP signature and inserts boxing: data parallelism (the gradients' P->B is the
     all-reduce), model parallelism and a partial-sum layer all train exactly as one process on whole batches."""
-    (tmp_path / "two").mkdir()
-    code, _, err, _ = launch("graph_train.py", 2, str(tmp_path / "two"))
-    assert code == 0, err
-    (tmp_path / "one").mkdir()
-    single = subprocess.run([sys.executable, str(SCRIPTS / "graph_train.py"), str(tmp_path / "one")], cwd=ROOT,
-                            env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
-    assert single.returncode == 0, single.stderr
-    [one] = cases.read(tmp_path / "one", 1)
-    two = cases.read(tmp_path / "two", 2)
+    one, two = launched_and_alone("graph_train.py", 2, tmp_path)
     for layout in ("data", "model", "rows"):
         for got in two:
             np.testing.assert_allclose(got[layout]["losses"], one[layout]["losses"], rtol=1e-5)
@@ -313,15 +310,7 @@ def test_a_global_graph_trains_as_one_process_does_whatever_the_layout(tmp_path)
 def test_pipeline_stages_with_micro_batches_and_zero_train_as_one_process_does(tmp_path):
     """set_stage on two placements (rank 0, rank 1) with 2 micro-batches equals one process on whole batches;
     enable_zero splits Adam's moments over the ranks (reduce-scatter in, all-gather out) and changes nothing."""
-    (tmp_path / "two").mkdir()
-    code, _, err, _ = launch("graph_stages.py", 2, str(tmp_path / "two"))
-    assert code == 0, err
-    (tmp_path / "one").mkdir()
-    single = subprocess.run([sys.executable, str(SCRIPTS / "graph_stages.py"), str(tmp_path / "one")], cwd=ROOT,
-                            env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
-    assert single.returncode == 0, single.stderr
-    [one] = cases.read(tmp_path / "one", 1)
-    two = cases.read(tmp_path / "two", 2)
+    one, two = launched_and_alone("graph_stages.py", 2, tmp_path)
     for case in ("pipeline 1", "pipeline 2", "zero off", "zero on"):
         for got in two:
             np.testing.assert_allclose(got[case]["losses"], one[case]["losses"], rtol=1e-5)
@@ -342,15 +331,8 @@ def test_pipeline_stages_with_micro_batches_and_zero_train_as_one_process_does(t
 def test_a_graph_on_a_grid_of_four_processes_trains_as_one_process_does(tmp_path):
     """nn.Graph with 2-D SBP: (B, S(0)) inputs, (S(0), B) targets, (B, B) weights on a 2 x 2 grid; the lowering
     derives each op's signature axis by axis and boxes row then column; training equals a 1 x 1 grid's."""
-    (tmp_path / "four").mkdir()
-    code, _, err, _ = launch("graph_2d.py", 4, str(tmp_path / "four"))
-    assert code == 0, err
-    (tmp_path / "one").mkdir()
-    single = subprocess.run([sys.executable, str(SCRIPTS / "graph_2d.py"), str(tmp_path / "one")], cwd=ROOT,
-                            env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
-    assert single.returncode == 0, single.stderr
-    [one] = cases.read(tmp_path / "one", 1)
-    for got in cases.read(tmp_path / "four", 4):
+    one, four = launched_and_alone("graph_2d.py", 4, tmp_path)
+    for got in four:
         np.testing.assert_allclose(got["losses"], one["losses"], rtol=1e-5)
         for mine, reference in zip(got["after"], one["after"]):
             np.testing.assert_allclose(mine, reference, rtol=1e-5, atol=1e-6)
