@@ -299,6 +299,7 @@ def test_a_global_graph_trains_as_one_process_does_whatever_the_layout(tmp_path)
     assert data["sbp"] == ["B"] * 4 and "P->B" in data["boxing"]          # the gradients' all-reduce
     assert model["sbp"] == ["S(0)", "S(0)", "B", "B"] and "S(1)->B" in model["boxing"]
     assert rows["sbp"] == ["B", "B", "S(1)", "B"]
+    assert one["data"]["save"] == "saved" and "every process would write the same directory" in data["save"]
     printed = data["printed"]
     assert "placement=(toynet.placement(type=\"cpu\", ranks=[0, 1]))" in printed
     # (the fast path's first op is its fused linear, the lesson path's a matmul)

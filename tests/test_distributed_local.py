@@ -317,6 +317,26 @@ def test_a_graph_of_global_tensors_gives_global_tensors_and_says_their_layout():
         Mixed()(flow.ones(2, 3, placement=ONE, sbp=S0), flow.ones(2, 3))
 
 
+def test_a_global_graph_deploys_as_the_graph_one_process_runs(tmp_path):
+    model = flow.nn.Linear(4, 2).to_global(placement=ONE, sbp=B)
+
+    class Infer(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            return self.model(x) * 2
+
+    graph = Infer()
+    x = flow.randn(8, 4, placement=ONE, sbp=S0)
+    want = graph(x).numpy()
+    flow.save(graph, tmp_path / "deployed")
+    deployed = flow.load(tmp_path / "deployed")
+    assert "boxing" not in str(deployed.traced) and deployed.traced is not graph._last.traced
+    np.testing.assert_allclose(deployed(x.to_local()).numpy(), want, rtol=1e-6)
+
+
 def test_a_plan_is_keyed_on_its_inputs_sbp():
     class Double(flow.nn.Graph):
         def build(self, x):

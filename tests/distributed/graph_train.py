@@ -51,6 +51,12 @@ for layout, (data_sbp, weight_sbp) in LAYOUTS.items():
         "boxing": sorted({f"{n.attrs['src'].short}->{n.attrs['dst'].short}" for n in traced.op_nodes
                           if n.op.name == "boxing"}),
         "compiled": len(graph._compiled)}
+    if layout == "data":    # deployment: from one process the logical graph; from more a clear refusal
+        try:
+            flow.save(graph, f"{sys.argv[1]}/deployed")
+            results[layout]["save"] = "saved"
+        except RuntimeError as error:
+            results[layout]["save"] = str(error)
     if layout == "data" and r == 0:
         graph.debug(0, op_repr_with_py_stack=False)
         graph._debug.op_repr = True

@@ -50,6 +50,18 @@ class GlobalGraph(Graph):
     """A lowered graph: local shapes, boxing nodes, and the layout of every value it traced."""
 
     layouts: dict = field(default_factory=dict)
+    logical: Any = None          # the graph as traced, before lowering: what one process would run
+
+    @property
+    def deployable(self) -> Graph:
+        """What ``toynet.save(graph, dir)`` exports: the logical graph (the whole values, one device), from a
+        run of one process. With more, every process would write the same directory: refused, saying why."""
+        if comm.world_size() > 1:
+            raise RuntimeError(f"toynet.save(graph, dir) of nn.Graph {self.name}, a graph of global tensors, in a run "
+                               f"of {comm.world_size()} processes: every process would write the same directory. Save "
+                               "its state instead (toynet.save(toynet.utils.global_view.to_local(graph.state_dict()), "
+                               "a directory per rank)), or export it from a run of one process")
+        return self.logical
 
     def wrap_outputs(self, arrays: list) -> list[Tensor]:
         """The plan's output arrays (local parts) as the global tensors they are parts of."""
@@ -139,7 +151,7 @@ def lower(graph: Graph, leaves: list, states: dict[str, Tensor], owner: Any = No
     if settings.get("zero"):
         shard_slots(graph, states, settings["zero"])
     copied = graph.copy()
-    lowered = GlobalGraph(**{f: getattr(copied, f) for f in Graph.__dataclass_fields__})
+    lowered = GlobalGraph(**{f: getattr(copied, f) for f in Graph.__dataclass_fields__}, logical=graph)
     lowering = _Lowering(lowered, stage_placements(owner) if owner is not None else {})
     for node, t in zip([n for n in lowered.inputs if not n.attrs.get("number")], tensors):
         lowering.source(node, t, "input")

@@ -189,11 +189,12 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
         self._compiled.clear()
 
     def _toynet_save_(self, path: Any) -> None:
-        """``toynet.save(graph, dir)``: export the compiled forward graph and its state for deployment."""
+        """``toynet.save(graph, dir)``: export the compiled forward graph (its numbers baked in: a deployed graph
+        takes tensors only; a graph of global tensors: as one process would run it) and its state."""
         if self._last is None:
             raise RuntimeError("graph must be compiled first: call it once (e.g. on example inputs) before "
                                "toynet.save(graph, path)")
-        traced = bake_numbers(self._last.traced, self._last.numbers)  # a deployed graph takes tensors only
+        traced = bake_numbers(getattr(self._last.traced, "deployable", self._last.traced), self._last.numbers)
         save_graph(path, traced, self._last.states, type(self).__name__)
 
     # ------------------------------------------------------------------------------ calling
@@ -294,8 +295,7 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
         return compiled
 
     def _run(self, compiled: CompiledGraph, inputs: list) -> Any:
-        """Feed the learning rates, run the plan on the call's arrays and the state arrays, and give build()'s
-        result back with the output arrays in it as tensors."""
+        """Feed the learning rates, run the plan on the call's and the states' arrays, rebuild build()'s result."""
         for binding in self._optimizers:
             binding.feed_learning_rates()
         outputs = compiled.plan.run(inputs, [t.array for t in compiled.state_tensors], compiled.commit)
