@@ -300,6 +300,8 @@ def test_a_global_graph_trains_as_one_process_does_whatever_the_layout(tmp_path)
     assert model["sbp"] == ["S(0)", "S(0)", "B", "B"] and "S(1)->B" in model["boxing"]
     assert rows["sbp"] == ["B", "B", "S(1)", "B"]
     assert one["data"]["save"] == "saved" and "every process would write the same directory" in data["save"]
+    for got in two:    # a global tensor captured by build(): each process's constant is its own part
+        np.testing.assert_array_equal(got["captured"], 2 * np.arange(16, dtype=np.float32).reshape(8, 2))
     printed = data["printed"]
     assert "placement=(toynet.placement(type=\"cpu\", ranks=[0, 1]))" in printed
     # (the fast path's first op is its fused linear, the lesson path's a matmul)

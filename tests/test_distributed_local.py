@@ -337,6 +337,20 @@ def test_a_global_graph_deploys_as_the_graph_one_process_runs(tmp_path):
     np.testing.assert_allclose(deployed(x.to_local()).numpy(), want, rtol=1e-6)
 
 
+def test_a_global_tensor_build_captures_keeps_its_layout():
+    scale = flow.ones(4, 3, placement=ONE, sbp=S0) * 3
+
+    class Scaled(flow.nn.Graph):
+        def build(self, x):
+            return x * scale          # (not a parameter or buffer: a constant of this process's part)
+
+    g = Scaled()
+    out = g(flow.ones(4, 3, placement=ONE, sbp=B))
+    assert out.sbp == (S0,) and out.numpy().tolist() == [[3.0] * 3] * 4
+    captured = [n.name for n in g._last.traced.nodes if "FreeEagerTensor" in n.name]
+    assert captured and g._last.traced.layouts[captured[0]].sbp == S0
+
+
 def test_a_plan_is_keyed_on_its_inputs_sbp():
     class Double(flow.nn.Graph):
         def build(self, x):

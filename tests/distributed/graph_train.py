@@ -62,6 +62,18 @@ for layout, (data_sbp, weight_sbp) in LAYOUTS.items():
         graph._debug.op_repr = True
         results[layout]["printed"] = repr(graph)
 
+SCALE = np.arange(16, dtype=np.float32).reshape(8, 2)
+# captured by build(), not a parameter: each process bakes in its part (here a partial sum: the parts add up)
+scale = flow.tensor(SCALE, placement=P, sbp=B).to_global(sbp=flow.sbp.partial_sum)
+
+
+class Scaled(flow.nn.Graph):
+    def build(self, x):
+        return x * scale
+
+
+results["captured"] = Scaled()(flow.ones(8, 2, placement=P, sbp=B) * 2).numpy()
+
 import cases  # noqa: E402
 
 cases.write(sys.argv[1], r, results)

@@ -22,6 +22,7 @@ and the plan's code calls ``boxing(xp, v3, ...)`` like any other op, on every pr
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,11 +140,13 @@ def has_global(leaves: list, states: dict) -> bool:
     return any(isinstance(t, GlobalTensor) for t in (*leaves, *states.values()))
 
 
-def lower(graph: Graph, leaves: list, states: dict[str, Tensor], owner: Any = None) -> Graph:
+def lower(graph: Graph, leaves: list, tracer: Any, owner: Any = None) -> Graph:
     """``graph`` (traced on logical shapes) lowered to this process's part, if any of its inputs or states is
-    global; else ``graph`` itself. ``leaves``: the call's flattened arguments; ``states``: state name -> tensor;
-    ``owner``: the nn.Graph, whose settings say more (``config.enable_zero``: :func:`shard_slots`; modules
-    with ``config.set_stage``: :func:`stage_placements`)."""
+    global; else ``graph`` itself. ``leaves``: the call's flattened arguments; ``tracer``: what traced it (its
+    ``state_tensors``, state name -> tensor, and ``keep_alive``, the eager tensors build() captured, baked in
+    as constants of this process's part); ``owner``: the nn.Graph, whose settings say more
+    (``config.enable_zero``: :func:`shard_slots`; modules with ``config.set_stage``: :func:`stage_placements`)."""
+    states = tracer.state_tensors
     tensors = [t for t in leaves if isinstance(t, Tensor)]
     if not has_global(tensors, states):
         return graph
@@ -153,6 +156,7 @@ def lower(graph: Graph, leaves: list, states: dict[str, Tensor], owner: Any = No
     copied = graph.copy()
     lowered = GlobalGraph(**{f: getattr(copied, f) for f in Graph.__dataclass_fields__}, logical=graph)
     lowering = _Lowering(lowered, stage_placements(owner) if owner is not None else {})
+    lowering.captured = {f"FreeEagerTensor-{k}": t for k, t in enumerate(tracer.keep_alive)}
     for node, t in zip([n for n in lowered.inputs if not n.attrs.get("number")], tensors):
         lowering.source(node, t, "input")
     lowering.run(states)
@@ -187,6 +191,7 @@ class _Lowering:
     def __init__(self, graph: GlobalGraph, stages: dict[str, Any]):
         self.graph, self.layouts, self.stages = graph, graph.layouts, stages
         self.nodes: list[Node] = []
+        self.captured: dict[str, Tensor] = {}   # "FreeEagerTensor-k" -> the eager tensor build() captured
         self.moves: dict[tuple, Node] = {}     # (value, placement) -> the move node that took it there
         self.placements: list[Any] = []
 
@@ -212,8 +217,9 @@ class _Lowering:
         for node in self.graph.nodes:
             if node.kind == STATE:
                 self.source(node, states.get(node.state_name), node.state_kind)
-            elif node.kind == CONSTANT:
-                self.source(node, None, "constant")
+            elif node.kind == CONSTANT:   # (a global tensor build() captured: its part, laid out as it is)
+                captured = re.search(r"FreeEagerTensor-\d+$", node.name)
+                self.source(node, self.captured.get(captured.group(0)) if captured else None, "constant")
             elif node.kind == OP:
                 self.op(node)
             self.nodes.append(node)

@@ -270,7 +270,7 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
             raise
         record.events.extend(tracer.events)
         if any(isinstance(t, GlobalTensor) for t in (*leaves, *tracer.state_tensors.values())):
-            traced = lower_global(traced, leaves, tracer.state_tensors, self)  # SBP: each process's part
+            traced = lower_global(traced, leaves, tracer, self)  # SBP: each process's part
         if any(a is not b.lr_tensors for a, b in zip(fed, self._optimizers)):
             self._forget_plans()  # remade learning-rate inputs (another device): the other plans read the old
         compile_start = time.perf_counter()
