@@ -155,8 +155,8 @@ def lower(graph: Graph, leaves: list, tracer: Any, owner: Any = None) -> Graph:
         shard_slots(graph, states, settings["zero"])
     copied = graph.copy()
     lowered = GlobalGraph(**{f: getattr(copied, f) for f in Graph.__dataclass_fields__}, logical=graph)
-    lowering = _Lowering(lowered, stage_placements(owner) if owner is not None else {})
-    lowering.captured = {f"FreeEagerTensor-{k}": t for k, t in enumerate(tracer.keep_alive)}
+    captured = {f"FreeEagerTensor-{k}": t for k, t in enumerate(tracer.keep_alive)}
+    lowering = _Lowering(lowered, stage_placements(owner) if owner is not None else {}, captured)
     for node, t in zip([n for n in lowered.inputs if not n.attrs.get("number")], tensors):
         lowering.source(node, t, "input")
     lowering.run(states)
@@ -171,7 +171,7 @@ def shard_slots(graph: Graph, states: dict[str, Tensor], zero: dict) -> None:
     for node in graph.states:
         t = states.get(node.state_name)
         if node.state_kind == "optimizer" and isinstance(t, GlobalTensor) and t._sbp == B and t.ndim >= 1 and \
-                t.numel() >= zero["shard_min_size"] and t.shape[0] >= len(t._ranks):
+                t.numel() >= zero["shard_min_size"] and t.shape[0] >= len(t._members):
             relayout_(t, split(0))
 
 
@@ -188,19 +188,20 @@ def stage_placements(owner: Any) -> dict[str, Any]:
 
 
 class _Lowering:
-    def __init__(self, graph: GlobalGraph, stages: dict[str, Any]):
+    """One walk over a copy of the traced graph, in order: :meth:`source` for inputs, states and constants,
+    :meth:`op` for each op (its signature, the boxing in front of it, its local shape), then the updates."""
+
+    def __init__(self, graph: GlobalGraph, stages: dict[str, Any], captured: dict[str, Tensor]):
         self.graph, self.layouts, self.stages = graph, graph.layouts, stages
-        self.nodes: list[Node] = []
-        self.captured: dict[str, Tensor] = {}   # "FreeEagerTensor-k" -> the eager tensor build() captured
+        self.captured = captured               # "FreeEagerTensor-k" -> the eager tensor build() captured
+        self.nodes: list[Node] = []            # the lowered graph's nodes, boxing and moves in their places
         self.moves: dict[tuple, Node] = {}     # (value, placement) -> the move node that took it there
-        self.placements: list[Any] = []
 
     def source(self, node: Node, t: Tensor | None, what: str) -> None:
         """The layout of an input, state or constant: its tensor's if global; the same value on every process
         (placement None, read as broadcast by any op) for constants and a training step's own values."""
         if isinstance(t, GlobalTensor):
             self.layouts[node.name] = Layout(t.placement, t._sbp, tuple(t.shape))
-            self.placements.append(t.placement)
             node.shape = tuple(t.array.shape)
         elif node.kind == STATE and node.state_kind in ("parameter", "buffer"):
             raise RuntimeError(f"nn.Graph {self.graph.name}: the {node.state_kind} {node.state_name} is a local "
