@@ -22,10 +22,6 @@ from . import comm
 from .sbp import broadcast as B
 
 
-def flat(grid: tuple) -> tuple[int, ...]:
-    return tuple(r for row in grid for r in row)
-
-
 def position(grid: tuple) -> tuple[int, int] | None:
     """Where this process sits in the grid, (row, column); None if it is not in it."""
     for i, row in enumerate(grid):

@@ -134,22 +134,22 @@ class GlobalTensor(Tensor):
         """A global tensor of logical ``size`` filled with ``fill_value`` (what backward's seed is made with):
         laid out like this one when the shapes agree (broadcast for a partial sum), else broadcast."""
         size = tuple(size)
-        s = (_broadcast_like(self._sbp) if _has(self._sbp, P) else self._sbp) if size == self._logical else \
-            _broadcast_like(self._sbp)
+        whole = sbp_kinds.broadcast_on(self._placement)
+        s = (whole if _has(self._sbp, P) else self._sbp) if size == self._logical else whole
         array_dtype = self.array.dtype if dtype is None else backend.to_dtype(dtype).array_dtype
         local = self.device.xp.full(boxing.local_shape(size, s, ranks=self._ranks), fill_value, dtype=array_dtype)
         return make(local, self.device, self._placement, s, size)
 
     def new_tensor(self, data: Any) -> GlobalTensor:
         return from_logical(Tensor.from_data(data, dtype=self.dtype, device=self.device), self._placement,
-                            _broadcast_like(self._sbp))
+                            sbp_kinds.broadcast_on(self._placement))
 
     # ------------------------------------------------------------------------------ its value
 
     def numpy(self) -> Any:
         """The whole logical value as a NumPy array (collective: every process must ask). A process outside
         the placement gets it too, from the placement's first process."""
-        whole = mode.call_with_grad_mode(False, box, self, _broadcast_like(self._sbp))
+        whole = mode.call_with_grad_mode(False, box, self, sbp_kinds.broadcast_on(self._placement))
         value = backend.to_numpy(whole.array, self.device)
         if len(self._members) < comm.world_size():
             first = self._members[0]
@@ -212,7 +212,7 @@ class _ToGlobal(Op):
     name = "to_global"
 
     def vjp(self, grad: Any, inputs: tuple, output: Any, sbp: Any = None) -> tuple:
-        part = box(grad, _broadcast_like(sbp) if _has(sbp, P) else sbp).to_local()
+        part = box(grad, sbp_kinds.broadcast_on(grad._placement) if _has(sbp, P) else sbp).to_local()
         x = inputs[0]   # (a process outside the placement held no part: its tensor's gradient is zeros)
         return (part if comm.rank() in grad._members else x.new_full(tuple(x.shape), 0.0),)
 
@@ -384,11 +384,6 @@ def _with_suffixes(head: str, parts: list[str], linewidth: int = 80) -> str:
 
 
 # ------------------------------------------------------------------------------ on every (local) Tensor
-
-
-def _broadcast_like(s: Any) -> Any:
-    """Broadcast, in the form of ``s``: B, or (B, B) for 2-D SBP."""
-    return tuple(B for _ in s) if isinstance(s, tuple) else B
 
 
 def _has(s: Any, kind: Any) -> bool:

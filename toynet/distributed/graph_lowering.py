@@ -33,7 +33,7 @@ from . import boxing, comm
 from .global_tensor import TO_GLOBAL_BACK, TO_GLOBAL_LAZY, GlobalTensor, make, relayout_
 from .sbp import broadcast as B
 from .sbp import partial_sum as P
-from .sbp import short, split
+from .sbp import broadcast_on, short, split
 from .sbp_rules import signature
 
 
@@ -315,7 +315,7 @@ class _Lowering:
         if placement == have.placement or have.placement is None:
             if comm.rank() not in placement.flat_ranks():
                 return self.elsewhere(node)
-            node.op, node.attrs = BOXING, {"src": have.sbp if have.placement else _whole(placement), "dst": sbp,
+            node.op, node.attrs = BOXING, {"src": have.sbp if have.placement else broadcast_on(placement), "dst": sbp,
                                            "shape": have.shape, "ranks": dst}
         else:
             node.op = MOVE
@@ -329,7 +329,7 @@ class _Lowering:
         have = self.layouts[x.name]
         if need is None or have.sbp == need:
             return x
-        have = have if have.placement is not None else Layout(placement, _whole(placement), have.shape)
+        have = have if have.placement is not None else Layout(placement, broadcast_on(placement), have.shape)
         if have.sbp == need:
             return x
         ranks = have.placement._ranks
@@ -341,11 +341,6 @@ class _Lowering:
         self.nodes.append(box)
         self.layouts[box.name] = Layout(have.placement, need, have.shape)
         return box
-
-
-def _whole(placement: Any) -> Any:
-    """Broadcast on ``placement``: B, or (B, B) on a 2-D grid."""
-    return B if len(placement.hierarchy) == 1 else tuple(B for _ in placement.hierarchy)
 
 
 def _local_op(op: Op, forward: Any, ranks: tuple) -> Op:

@@ -29,7 +29,7 @@ from ..dynamic.autograd import GradFn
 from ..dynamic.tensor import Tensor
 from . import boxing, comm, global_tensor
 from .global_tensor import GlobalTensor, box, make
-from .sbp import partial_sum
+from .sbp import broadcast_on, partial_sum
 from .sbp_rules import signature
 
 _NUMBERS = (backend.host.number, backend.host.bool_)
@@ -75,11 +75,10 @@ def run(op: Any, inputs: tuple, attrs: dict) -> GlobalTensor:
     boxed = tuple(box(x, s) if isinstance(x, GlobalTensor) else x for x, s in zip(inputs, sig.inputs))
     shape, dtype = op.infer(*boxed, **attrs)                   # the logical shape, from the op's shape rule
     first = tensors[0]
-    xp, ranks = first.device.xp, first._ranks
     if comm.rank() in first._members:
-        out = _compute(op, sig, boxed, attrs, xp, ranks, tuple(shape))
+        out = _compute(op, sig, boxed, attrs, first, tuple(shape))
     else:                # not one of the placement's processes: it holds no part and computes nothing
-        out = xp.empty((0,), dtype=dtype.array_dtype)
+        out = first.device.xp.empty((0,), dtype=dtype.array_dtype)
     result = make(out, first.device, first.placement, sig.output, shape)
     if mode.grad_enabled and out.dtype.kind == "f" and any(t.requires_grad for t in tensors):
         result.requires_grad = True
@@ -87,24 +86,22 @@ def run(op: Any, inputs: tuple, attrs: dict) -> GlobalTensor:
     return result
 
 
-def _compute(op: Any, sig: Any, boxed: tuple, attrs: dict, xp: Any, ranks: tuple, shape: tuple) -> Any:
-    """This process's part of the op's output: its forward (or the rule's) on the local parts."""
+def _compute(op: Any, sig: Any, boxed: tuple, attrs: dict, first: GlobalTensor, shape: tuple) -> Any:
+    """This process's part of the op's output: its forward (or the rule's) on the local parts (``first``: an
+    input, whose device and placement the output shares)."""
+    xp = first.device.xp
     args = [x.array if isinstance(x, Tensor) else x.item() if isinstance(x, _NUMBERS) else x for x in boxed]
     out = sig.forward(xp, *args) if sig.forward is not None else op.forward(xp, *args, **(sig.attrs or attrs))
     out = xp.asarray(out)
     if op.random:        # every process drew its own numbers: the first one's are the value
-        members = _flat(ranks)
+        members = first._members
         out = xp.asarray(comm.broadcast(out, root=members[0], ranks=members))
-    expected = boxing.local_shape(shape, sig.output, ranks=ranks)
+    expected = boxing.local_shape(shape, sig.output, ranks=first._ranks)
     if tuple(out.shape) != expected:
         raise RuntimeError(f"{op.name}: the SBP rule ({sig.rule}) gave a local part of shape {tuple(out.shape)}, "
                            f"but a {shape} value laid out as {sig.output!r} has parts of shape {expected} "
                            "here; the rule is wrong (toynet.distributed.sbp_rules)")
     return out
-
-
-def _flat(ranks: tuple) -> tuple:
-    return tuple(r for row in ranks for r in (row if isinstance(row, tuple) else (row,)))
 
 
 def _check_inputs(what: str, tensors: list) -> None:
@@ -134,7 +131,7 @@ def _assign_global(target: GlobalTensor, value: Any) -> GlobalTensor:
         loading = target.requires_grad and target.grad_fn is None   # a leaf being loaded: not differentiated
         recording = mode.grad_enabled and not loading and (target.requires_grad or value.requires_grad)
         if tuple(value.shape) != tuple(target.shape):   # broadcast the value to the target's shape first
-            whole = xp.broadcast_to(box(value, global_tensor._broadcast_like(value._sbp)).array, tuple(target.shape))
+            whole = xp.broadcast_to(box(value, broadcast_on(value._placement)).array, tuple(target.shape))
             local = boxing.component(whole, target._sbp, ranks=target._ranks)
         else:
             value = box(value, target._sbp)

@@ -92,6 +92,12 @@ def one(value: Any) -> sbp:
     return value
 
 
+def broadcast_on(placement: Any) -> sbp | tuple:
+    """Broadcast, as a layout on ``placement``: B, or (B, B) on a 2-D grid (every process holds the whole value)."""
+    axes = len(placement.hierarchy)
+    return broadcast if axes == 1 else tuple(broadcast for _ in range(axes))
+
+
 def short(layout: Any) -> str:
     """``S(0)``, ``B``, ``P``; ``B, S(0)`` for 2-D SBP (one per axis of the grid), as OneFlow prints them."""
     return ", ".join(s.short for s in layout) if isinstance(layout, tuple) else layout.short

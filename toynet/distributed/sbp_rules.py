@@ -185,17 +185,16 @@ def matmul(op: Any, inputs: tuple, attrs: dict) -> Signature | None:
 def linear(op: Any, inputs: tuple, attrs: dict) -> Signature | None:
     """The fast path's fused ``x @ w^T + b`` (toynet.ops.fast): matmul's rules, with w transposed."""
     x, w, *rest = inputs
-    b = rest[0] if rest else None
     sx, sw, last = sbp_of(x), sbp_of(w), x.ndim - 1
-    bias = () if b is None else (None if sbp_of(b) is None else B,)
+
+    def bias(need: sbp) -> tuple:   # what the bias, if any, must be (None for a Python number)
+        return tuple(None if sbp_of(b) is None else need for b in rest)
     if isinstance(sx, split) and sx.dim < last and sw in (B, None):
-        return Signature((sx, B) + bias, split(sx.dim), "linear: S(rows) x B -> S(rows)")
+        return Signature((sx, B) + bias(B), split(sx.dim), "linear: S(rows) x B -> S(rows)")
     if sw == split(0):
-        return Signature((B, split(0)) + (() if b is None else (None if sbp_of(b) is None else split(0),)),
-                         split(last), "linear: B x S(out features) -> S(cols)")
+        return Signature((B, split(0)) + bias(split(0)), split(last), "linear: B x S(out features) -> S(cols)")
     if sx == split(last) or sw == split(1):
-        return Signature((split(last), split(1)) + (() if b is None else (None if sbp_of(b) is None else P,)),
-                         P, "linear: S(in features) x S(in features) -> P")
+        return Signature((split(last), split(1)) + bias(P), P, "linear: S(in features) x S(in features) -> P")
     return None
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import backend
 from ..distributed.global_tensor import GlobalTensor, from_logical
-from ..distributed.sbp import broadcast
+from ..distributed.sbp import broadcast_on
 from ..dynamic.tensor import Tensor
 
 _np = backend.host  # NumPy, for the host-side checks
@@ -52,7 +52,7 @@ def prepared(value: Any, shape: tuple, dtype: backend.DType, device: backend.Dev
             value = value if value.dtype is dtype else value.to(dtype=dtype)
             return value if value.placement == placement else value.to_global(placement=placement)
         whole = prepared(value, shape, dtype, backend.CPU)
-        return from_logical(whole, placement, tuple(broadcast for _ in placement.hierarchy))
+        return from_logical(whole, placement, broadcast_on(placement))
     if isinstance(value, GlobalTensor):
         value = value.numpy()    # a global value for a local target: its whole value (every process asks)
     if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
