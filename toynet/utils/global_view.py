@@ -220,14 +220,14 @@ def _tensor_leaves(value: Any, path: str = ROOT, open_: set | None = None) -> It
     open_.discard(id(value))
 
 
-def _map(value: Any, convert: Callable[[Tensor, str], Tensor]) -> tuple[Any, list[tuple[str, str]]]:
-    """``value`` with ``convert(tensor, path)`` applied to each tensor, the containers rebuilt with their
-    types; and the (path, type name) of the other leaves."""
+def _map(value: Any, convert: Callable[[Any, str], Any], leaf: type = Tensor) -> tuple[Any, list[tuple[str, str]]]:
+    """``value`` with ``convert(tensor, path)`` applied to each tensor (each ``leaf``), the containers rebuilt
+    with their types; and the (path, type name) of the other leaves."""
     others: list[tuple[str, str]] = []
     open_: set[int] = set()
 
     def walk(v: Any, path: str) -> Any:
-        if isinstance(v, Tensor):
+        if isinstance(v, leaf):
             return convert(v, path)
         children = _children(v)
         if children is None:
@@ -301,13 +301,8 @@ def _filled(skeleton: Any) -> Any:
     """The skeleton with an empty tensor in each slot, of the same dtype and number of dimensions (as OneFlow
     does: every process has a tensor object there, so an ``sbp`` function that compares tensors by identity
     works everywhere, and ``split(-1)`` means the same dimension everywhere)."""
-    def walk(v: Any) -> Any:
-        if isinstance(v, _Slot):
-            return zeros(*([0] * v.ndim), dtype=backend.to_dtype(v.dtype))
-        children = _children(v)
-        return v if children is None else _rebuilt(v, [(k, walk(c)) for k, c in children])
-
-    return walk(skeleton)
+    out, _ = _map(skeleton, lambda slot, path: zeros(*([0] * slot.ndim), dtype=backend.to_dtype(slot.dtype)), _Slot)
+    return out
 
 
 def _agree(input: Any, placement: Any) -> Any:
