@@ -208,7 +208,7 @@ def broadcast(array: Any, root: int = 0, ranks: Sequence[int] | None = None) -> 
     not read). ``root`` is a rank of the run, one of ``ranks``."""
     w = group(ranks)
     host, back = _to_host(array) if array is not None else (None, lambda a: a)
-    members = getattr(w, "ranks", range(w.size))
+    members = w.ranks
     if root not in members:
         raise ValueError(f"broadcast: root {root} is not one of the ranks {list(members)}")
     root = list(members).index(root)
@@ -229,7 +229,7 @@ def broadcast(array: Any, root: int = 0, ranks: Sequence[int] | None = None) -> 
 @contextlib.contextmanager
 def _waiting(w: Any, name: str) -> Iterator[None]:
     """While a collective waits, the guard watches for ranks that will never come (:mod:`.guard`)."""
-    with w.guard.collective(name, getattr(w, "ranks", None)) if w.guard is not None else contextlib.nullcontext():
+    with w.guard.collective(name, w.ranks) if w.guard is not None else contextlib.nullcontext():
         yield
 
 
@@ -256,7 +256,7 @@ def _check_same(w: Any, what: str, host: np.ndarray, free_axis: int | None = Non
         return tuple(d for i, d in enumerate(shape) if i != free_axis) if free_axis is not None else shape
     if len({(len(s), key(s), d) for s, d in metas}) > 1:
         listed = ", ".join(f"rank {r}: {tuple(s)} {np.dtype(d).name}"
-                           for r, (s, d) in zip(getattr(w, "ranks", range(w.size)), metas))
+                           for r, (s, d) in zip(w.ranks, metas))
         free = f" (they may differ along axis {free_axis} only)" if free_axis is not None else ""
         raise RuntimeError(f"{what}: the processes passed arrays that do not match{free}: {listed}")
     return [tuple(s) for s, _ in metas]

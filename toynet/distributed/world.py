@@ -75,6 +75,11 @@ class World:
     guard: Guard | None = None
     exit_comm: Any = None    # a second communicator, for the barrier at exit only
 
+    @property
+    def ranks(self) -> range:
+        """Who runs its collectives: every process (a :class:`toynet.distributed.comm.Group` names some)."""
+        return range(self.size)
+
 
 _world: World | None = None
 
