@@ -46,31 +46,34 @@ class GlobalModuleMethods:
         if placement is None or sbp is None:
             raise TypeError("module.to_global needs placement= and sbp=, e.g. model.to_global(placement="
                             "toynet.placement('cpu', ranks=[0, 1]), sbp=toynet.sbp.broadcast)")
-        for prefix, module in self.named_modules():
-            for registry in (module._parameters, module._buffers):
-                for key, t in list(registry.items()):
-                    if t is None:
-                        continue
-                    layout = sbp(f"{prefix}.{key}".lstrip("."), t) if callable(sbp) else sbp
-                    with mode.no_grad():
-                        g = t.to_global(placement=placement, sbp=layout)
-                    if registry is module._parameters:
-                        g = GlobalParameter.of(g, t.requires_grad)
-                    else:
-                        g = g.detach() if g is t else g   # (a fresh leaf even when the layout is unchanged)
-                        g.requires_grad = t.requires_grad
-                    registry[key] = g
-        return self
+
+        def made_global(name: str, t: Any, is_parameter: bool) -> Any:
+            with mode.no_grad():
+                g = t.to_global(placement=placement, sbp=sbp(name, t) if callable(sbp) else sbp)
+            if is_parameter:
+                return GlobalParameter.of(g, t.requires_grad)
+            g = g.detach() if g is t else g   # (a fresh leaf even when the layout is unchanged)
+            g.requires_grad = t.requires_grad
+            return g
+        return self._replace_states(made_global)
 
     def to_local(self) -> Module:
         """Each parameter and buffer back to this process's part of it (the inverse of ``to_global``)."""
-        for module in self.modules():
+        def made_local(name: str, t: Any, is_parameter: bool) -> Any:
+            if not t.is_global:
+                return t
+            local = t.to_local().detach()
+            return Parameter(local, t.requires_grad) if is_parameter else local.requires_grad_(t.requires_grad)
+        return self._replace_states(made_local)
+
+    def _replace_states(self, convert: Any) -> Module:
+        """Each parameter and buffer of this module and its children replaced by ``convert(name, tensor,
+        is_parameter)`` (``name``: its key in the state dict)."""
+        for prefix, module in self.named_modules():
             for registry in (module._parameters, module._buffers):
                 for key, t in list(registry.items()):
-                    if t is not None and t.is_global:
-                        local = t.to_local().detach()
-                        registry[key] = Parameter(local, t.requires_grad) if registry is module._parameters else \
-                            local.requires_grad_(t.requires_grad)
+                    if t is not None:
+                        registry[key] = convert(f"{prefix}.{key}".lstrip("."), t, registry is module._parameters)
         return self
 
 
