@@ -255,7 +255,7 @@ class Graph(GraphViews, GraphStateMixin, GradScalerMixin):
         # A training graph's step ends with its optimizers' updates (toynet.nn.graph_train).
         updates = (lambda tracer: trace_updates(tracer, self)) if self._optimizers else None
         fed = [b.lr_tensors for b in self._optimizers]
-        build = self.build if self._grad_scaler is None and self.config.accumulation_steps == 1 else scaled_build(self)
+        build = self.build if self._grad_scaler is None and not self.config.plan_settings else scaled_build(self)
         watch = debug.watcher(record.stacks) if debug.level >= 1 or debug.op_repr else None
         try:
             traced, tracer = trace_step(self._name, build, leaves, spec, *self._states_and_paths(), updates=updates,

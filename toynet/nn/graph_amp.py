@@ -145,11 +145,11 @@ def scaled_build(graph: Any) -> Callable:
 
 
 def accumulated(graph: Any, build: Callable) -> Callable:
-    """``build`` as a step of ``graph.config.accumulation_steps`` micro-batches: every tensor argument is cut
-    along dim 0 into that many pieces, build runs on each in turn (each ``loss.backward()`` adding its
+    """``build`` as a step of n micro-batches (``graph.config.set_gradient_accumulation_steps(n)``): every
+    tensor argument is cut along dim 0 into n pieces, build runs on each in turn (each ``loss.backward()`` adding its
     gradients, weighted 1/steps: the mean over micro-batches is the gradient of the whole batch), and the
     results are joined: 0-d tensors stacked into shape ``(steps,)``, others concatenated along dim 0."""
-    steps = graph.config.accumulation_steps
+    steps = graph.config.plan_settings.get("gradient accumulation steps", 1)
     if steps == 1:
         return build
 

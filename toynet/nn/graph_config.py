@@ -28,9 +28,8 @@ class GraphConfig:
         self.static_arguments: frozenset[str] = frozenset()
         #: float16 matrix products with float32 master weights (see toynet.static.passes.amp).
         self.amp_enabled = False
-        #: How many micro-batches a training step's batch is cut into (set_gradient_accumulation_steps).
-        self.accumulation_steps = 1
-        #: The settings above that change what a plan computes, by name (the plans' guards compare them).
+        #: Settings that change what a plan computes, by name (the plans' guards compare them): "gradient
+        #: accumulation steps" (when more than 1), "zero".
         self.plan_settings: dict[str, Any] = {}
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -58,11 +57,10 @@ class GraphConfig:
         """Cut each call's batch (dim 0 of every tensor input) into ``steps`` micro-batches: build runs on each,
         the gradients add up (each micro-batch's loss weighted 1/steps, so the step equals one on the whole
         batch), and the optimizers step once. A 0-d output comes back with one value per micro-batch, shape
-        ``(steps,)``; others are joined along dim 0. Pipeline stages work on one micro-batch while the next
-        stage works on another."""
+        ``(steps,)``; others are joined along dim 0. (In OneFlow pipeline stages work on different micro-batches
+        at once; toynet's plan runs them in turn.)"""
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"set_gradient_accumulation_steps takes a whole number >= 1, got {steps!r}")
-        self.accumulation_steps = steps
         self._setting("gradient accumulation steps", steps if steps > 1 else None)
 
     def enable_zero(self, mode: bool = True, *, stage: int = 2, shard_min_size: int = 1024,
