@@ -102,7 +102,8 @@ class GraphModule:
 
     def __repr__(self) -> str:
         stage = f", stage_id={self.stage_id}" if self.stage_id is not None else ""
-        return f"GraphModule({type(self.origin).__name__}{stage}, activation_checkpointing={self.activation_checkpointing})"
+        checkpointing = self.activation_checkpointing
+        return f"GraphModule({type(self.origin).__name__}{stage}, activation_checkpointing={checkpointing})"
 
 
 
@@ -146,8 +147,8 @@ def scaled_build(graph: Any) -> Callable:
 
 def accumulated(graph: Any, build: Callable) -> Callable:
     """``build`` as a step of n micro-batches (``graph.config.set_gradient_accumulation_steps(n)``): every
-    tensor argument is cut along dim 0 into n pieces, build runs on each in turn (each ``loss.backward()`` adding its
-    gradients, weighted 1/steps: the mean over micro-batches is the gradient of the whole batch), and the
+    tensor argument is cut along dim 0 into n pieces, build runs on each in turn (each ``loss.backward()``
+    adding its gradients, weighted 1/steps: the mean over micro-batches is the gradient of the whole batch), the
     results are joined: 0-d tensors stacked into shape ``(steps,)``, others concatenated along dim 0."""
     steps = graph.config.plan_settings.get("gradient accumulation steps", 1)
     if steps == 1:
