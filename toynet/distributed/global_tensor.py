@@ -352,8 +352,8 @@ def _logical_shape(local: tuple, s: Any, ranks: tuple) -> tuple:
     sizes = [shape[d] for shape in shapes]
     if sizes != comm.shard_sizes(sum(sizes), len(sizes)):
         raise RuntimeError(f"to_global with {s!r}: the parts have sizes {sizes} along dim {d}, but toynet cuts a "
-                           f"length of {sum(sizes)} into {comm.shard_sizes(sum(sizes), len(sizes))} (the first ones one "
-                           "longer); make the parts that size")
+                           f"length of {sum(sizes)} into {comm.shard_sizes(sum(sizes), len(sizes))} (the first ones "
+                           "one longer); make the parts that size")
     return local[:d] + (sum(sizes),) + local[d + 1:]
 
 
