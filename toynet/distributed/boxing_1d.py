@@ -45,8 +45,6 @@ def place(ranks: tuple | None = None) -> tuple[int | None, int]:
     me = comm.rank()
     if ranks is None:
         return me, comm.world_size()
-    if ranks and isinstance(ranks[0], tuple):     # a 2-D grid: its processes row by row
-        ranks = tuple(r for row in ranks for r in row)
     return (ranks.index(me) if me in ranks else None), len(ranks)
 
 
